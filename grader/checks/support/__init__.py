@@ -1,0 +1,1 @@
+"""What the checks use inside the sandboxed child: the learner's module, devices, meters."""

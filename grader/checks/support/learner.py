@@ -1,0 +1,101 @@
+"""The learner's module as checks see it: imported lazily, every call guarded.
+
+A call to a learner function that raises becomes LearnerRaised (with the learner's line),
+a missing function or NotImplementedError becomes NotAttempted, so a check body reads
+like the exercise: ``y = ex3.roundtrip(x, device)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from grader.checks.support.outcomes import LearnerRaised, NotAttempted
+
+# pytest-timeout's Failed and pytest's own outcomes must pass through untouched.
+_PASS_THROUGH: tuple[type[BaseException], ...] = (KeyboardInterrupt, GeneratorExit)
+try:
+    from _pytest.outcomes import OutcomeException
+
+    _PASS_THROUGH = (*_PASS_THROUGH, OutcomeException)
+except ImportError:  # pragma: no cover - pytest is always there in the child
+    pass
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    module: str
+    origin: str
+    cell_of_line: tuple[int, ...] = ()
+
+    def where(self, line: int) -> str:
+        if not self.cell_of_line or line > len(self.cell_of_line):
+            return f"{self.origin}, line {line}"
+        cell = self.cell_of_line[line - 1]
+        first = self.cell_of_line.index(cell) + 1
+        return f"{self.origin}, cell {cell}, line {line - first + 1}"
+
+
+def learner_location(exc: BaseException, source: SourceInfo) -> str:
+    """The deepest frame of the traceback that is in the learner's file."""
+    module_file = f"{source.module}.py"
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename.endswith(module_file) and frame.lineno:
+            line = frame.lineno
+    return source.where(line) if line else source.origin
+
+
+class LearnerModule:
+    def __init__(self, source: SourceInfo) -> None:
+        self._source = source
+        self._module: ModuleType | None = None
+
+    @property
+    def source(self) -> SourceInfo:
+        return self._source
+
+    def load(self) -> ModuleType:
+        if self._module is None:
+            try:
+                self._module = importlib.import_module(self._source.module)
+            except _PASS_THROUGH:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - any failure of learner code is a result
+                sys.modules.pop(self._source.module, None)
+                raise LearnerRaised(exc, learner_location(exc, self._source), "import") from None
+        return self._module
+
+    def value(self, name: str) -> Any:
+        module = self.load()
+        if not hasattr(module, name):
+            raise NotAttempted(name)
+        return getattr(module, name)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        func = self.value(name)
+        if not callable(func):
+            raise NotAttempted(name)
+        return self._guard(name, func)
+
+    def _guard(self, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        source = self._source
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except NotImplementedError:
+                raise NotAttempted(name) from None
+            except _PASS_THROUGH:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - SystemExit too: learner code must not end grading
+                raise LearnerRaised(exc, learner_location(exc, source), name) from None
+
+        return call

@@ -1,0 +1,142 @@
+"""The sandboxed child: runs the checks under pytest against the learner's code.
+
+Started by sandbox.py as ``python -m grader.child`` in its own session and temporary work
+dir. Reads its plan (and the channel key) from stdin before importing any learner code,
+then reports over the signed channel: which check starts, and how each one ended.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sys
+import time
+import types
+from typing import Any
+
+import pytest
+
+from grader.channel import Writer
+from grader.checks.support.outcomes import CheckFailed, LearnerRaised, NotAttempted
+
+CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
+CANARY = "test_canary.py::test_canary"
+
+
+def classify(exc: BaseException | None) -> dict[str, Any]:
+    """How a check ended, as the parent needs it: status, message id and its parameters."""
+    if exc is None:
+        return {"status": "passed"}
+    if isinstance(exc, NotAttempted):
+        return {"status": "not_attempted", "message": "not_attempted", "params": {"function": exc.name}}
+    if isinstance(exc, CheckFailed):
+        return {"status": "failed", "message": exc.message_id, "params": exc.params}
+    if isinstance(exc, LearnerRaised):
+        return {"status": "error", "message": "learner_raised",
+                "params": {"error": exc.exc_text, "where": exc.where, "during": exc.during}}
+    text = str(exc)
+    if isinstance(exc, pytest.fail.Exception) and text.startswith("Timeout"):
+        return {"status": "timeout", "message": "check_timeout", "params": {}}
+    if isinstance(exc, AssertionError):
+        return {"status": "failed", "message": "assertion", "params": {"detail": text[:400]}}
+    return {"status": "error", "message": "grader_internal",
+            "params": {"error": f"{type(exc).__name__}: {text[:400]}"}}
+
+
+class ChannelPlugin:
+    """Registered before collection; owns the channel writer."""
+
+    def __init__(self, plan: dict[str, Any], writer: Writer) -> None:
+        self.plan = plan
+        self._writer = writer
+        self._order = {c["nodeid"]: i for i, c in enumerate(plan["checks"])}
+        self._by_nodeid = {c["nodeid"]: c for c in plan["checks"]}
+        self._first_exc: dict[str, BaseException | None] = {}
+        self._started: dict[str, float] = {}
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._writer.send(message)
+
+    def _check(self, nodeid: str) -> dict[str, Any] | None:
+        return self._by_nodeid.get(nodeid)
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        items.sort(key=lambda item: self._order.get(item.nodeid, len(self._order)))
+        for item in items:
+            check = self._check(item.nodeid)
+            if check is not None:
+                item.add_marker(pytest.mark.timeout(check["timeout_s"], method="signal"))
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        check = self._check(nodeid)
+        if check is not None:
+            self._started[nodeid] = time.perf_counter()
+            self._first_exc[nodeid] = None
+            self.send({"event": "start", "check": check["id"]})
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+        yield
+        if call.excinfo is not None and self._first_exc.get(item.nodeid) is None:
+            self._first_exc[item.nodeid] = call.excinfo.value
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        check = self._check(nodeid)
+        if check is None:
+            return
+        result = classify(self._first_exc.get(nodeid))
+        item_props = self._props.get(nodeid, {})
+        result.update({"event": "result", "check": check["id"], "mode": item_props.get("mode"),
+                       "duration_s": round(time.perf_counter() - self._started.get(nodeid, 0.0), 4)})
+        self.send(result)
+
+    _props: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.user_properties:
+            self._props.setdefault(report.nodeid, {}).update(dict(report.user_properties))
+
+
+def _install_notebook_stubs() -> None:
+    """Colab/Jupyter names a notebook may use at import time, made harmless."""
+
+    class _IPython:
+        def __getattr__(self, name: str) -> Any:
+            return lambda *args, **kwargs: None
+
+    builtins.get_ipython = lambda: _IPython()  # type: ignore[attr-defined]
+    builtins.display = lambda *args, **kwargs: None  # type: ignore[attr-defined]
+    colab = types.ModuleType("google.colab")
+    colab.drive = types.SimpleNamespace(mount=lambda *a, **k: None)  # type: ignore[attr-defined]
+    google = sys.modules.get("google") or types.ModuleType("google")
+    google.colab = colab  # type: ignore[attr-defined]
+    sys.modules.setdefault("google", google)
+    sys.modules["google.colab"] = colab
+
+
+def main() -> int:
+    plan = json.loads(sys.stdin.readline())
+    writer = Writer(int(plan["fd"]), bytes.fromhex(plan.pop("key")))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.chdir(plan["workdir"])
+    sys.path.insert(0, plan["workdir"])
+    _install_notebook_stubs()
+    plugin = ChannelPlugin(plan, writer)
+    args = [
+        "-q", "-s", "-p", "no:cacheprovider", "-p", "no:stepwise", "--no-header", "-rN",
+        "--rootdir", CHECKS_DIR, "-c", os.path.join(CHECKS_DIR, "pytest.ini"),
+        *[os.path.join(CHECKS_DIR, c["nodeid"]) for c in plan["checks"]],
+        os.path.join(CHECKS_DIR, CANARY),
+    ]
+    code = pytest.main(args, plugins=[plugin])
+    plugin.send({"event": "done", "pytest_exit": int(code)})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Threads or atexit hooks the learner left behind must not keep the child alive.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

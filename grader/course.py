@@ -1,0 +1,248 @@
+"""Load course.yaml once into typed, validated objects.
+
+Every problem names the key, the bad value and the file, like pytest-timeout's validators
+name where a bad timeout came from.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from grader.errors import GraderError
+
+Visibility = Literal["public", "hidden"]
+Lang = Literal["vi", "en"]
+LANGS: tuple[Lang, ...] = ("vi", "en")
+CHECKS_DIR = Path(__file__).parent / "checks"
+TOTAL_POINTS = 100.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits on the learner's child process (see sandbox.py)."""
+
+    run_timeout_s: float = 240.0
+    memory_mb: int = 6144
+    cpu_seconds: int = 600
+    max_processes: int = 256
+    file_size_mb: int = 256
+    output_kb: int = 256
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str  # "ex3.roundtrip_values"
+    name: str  # "roundtrip_values": the test function is test_<name>
+    exercise: str
+    points: float
+    visibility: Visibility
+    timeout_s: float
+
+    @property
+    def test_file(self) -> Path:
+        return CHECKS_DIR / self.exercise_module / f"test_{self.visibility}.py"
+
+    @property
+    def exercise_module(self) -> str:
+        return _MODULE_OF[self.exercise]
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.exercise_module}/test_{self.visibility}.py::test_{self.name}"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    module: str
+    title: Mapping[str, str]
+    functions: tuple[str, ...]
+    stub: Path
+    solution: Path | None
+    checks: tuple[CheckSpec, ...]
+
+    @property
+    def max_score(self) -> float:
+        return sum(c.points for c in self.checks)
+
+
+@dataclass(frozen=True)
+class Course:
+    path: Path
+    title: Mapping[str, str]
+    default_lang: Lang
+    limits: Limits
+    exercises: tuple[Exercise, ...]
+
+    def exercise(self, exercise_id: str) -> Exercise:
+        for ex in self.exercises:
+            if ex.id == exercise_id:
+                return ex
+        raise GraderError(f"unknown exercise {exercise_id!r}; known: {', '.join(self.exercise_ids)}")
+
+    @property
+    def exercise_ids(self) -> tuple[str, ...]:
+        return tuple(ex.id for ex in self.exercises)
+
+    @property
+    def checks(self) -> tuple[CheckSpec, ...]:
+        return tuple(c for ex in self.exercises for c in ex.checks)
+
+    @property
+    def modules(self) -> dict[str, str]:
+        return {ex.id: ex.module for ex in self.exercises}
+
+
+# Filled while loading so that CheckSpec can find its file without a back-reference.
+_MODULE_OF: dict[str, str] = {}
+
+
+def default_course_path() -> Path:
+    """course.yaml at the repository root (editable install) or in a release bundle."""
+    for candidate in (Path(__file__).resolve().parent.parent / "course.yaml", Path.cwd() / "course.yaml"):
+        if candidate.is_file():
+            return candidate
+    raise GraderError("course.yaml not found next to the grader package; pass --course PATH")
+
+
+def load_course(path: Path | None = None) -> Course:
+    path = (path or default_course_path()).resolve()
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GraderError(f"cannot read course file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise GraderError(f"{path}: not valid YAML: {exc}") from None
+    return _Validator(path).course(raw)
+
+
+class _Validator:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, value: object, why: str) -> GraderError:
+        return GraderError(f"{self.path}: {where}: {value!r} {why}")
+
+    def mapping(self, where: str, value: object, required: set[str], optional: set[str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, value, "must be a mapping")
+        unknown = set(value) - required - optional
+        if unknown:
+            key = sorted(map(str, unknown))[0]
+            allowed = ", ".join(sorted(required | optional))
+            raise self.fail(f"{where}.{key}", value[key], f"is under an unknown key {key!r} (allowed: {allowed})")
+        missing = required - set(value)
+        if missing:
+            raise self.fail(where, sorted(missing)[0], "is a required key that is missing")
+        return value
+
+    def text(self, where: str, value: object) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(where, value, "must be a non-empty string")
+        return value
+
+    def number(self, where: str, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise self.fail(where, value, "must be a positive number")
+        return float(value)
+
+    def titles(self, where: str, value: object) -> dict[str, str]:
+        raw = self.mapping(where, value, set(LANGS), set())
+        return {lang: self.text(f"{where}.{lang}", raw[lang]) for lang in LANGS}
+
+    def file(self, where: str, value: object) -> Path:
+        rel = self.text(where, value)
+        full = self.path.parent / rel
+        if not full.is_file():
+            raise self.fail(where, rel, f"names a file that does not exist ({full})")
+        return full
+
+    def course(self, raw: object) -> Course:
+        raw = self.mapping("<top>", raw, {"title", "exercises"}, {"default_lang", "limits", "defaults"})
+        lang = raw.get("default_lang", "vi")
+        if lang not in LANGS:
+            raise self.fail("default_lang", lang, f"must be one of {', '.join(LANGS)}")
+        defaults = self.mapping("defaults", raw.get("defaults", {}), set(), {"check_timeout_s"})
+        default_timeout = self.number("defaults.check_timeout_s", defaults.get("check_timeout_s", 30))
+        limits = self.limits(raw.get("limits", {}))
+        if not isinstance(raw["exercises"], list) or not raw["exercises"]:
+            raise self.fail("exercises", raw["exercises"], "must be a non-empty list")
+        exercises = tuple(
+            self.exercise(f"exercises[{i}]", item, default_timeout) for i, item in enumerate(raw["exercises"])
+        )
+        ids = [ex.id for ex in exercises]
+        if len(set(ids)) != len(ids):
+            raise self.fail("exercises", ids, "contain the same id twice")
+        total = sum(ex.max_score for ex in exercises)
+        if abs(total - TOTAL_POINTS) > 1e-6:
+            raise self.fail("exercises[*].checks[*].points", total, f"add up to {total:g}, not {TOTAL_POINTS:g}")
+        return Course(self.path, self.titles("title", raw["title"]), lang, limits, exercises)
+
+    def limits(self, raw: object) -> Limits:
+        fields = Limits.__dataclass_fields__
+        raw = self.mapping("limits", raw, set(), set(fields))
+        values = {key: self.number(f"limits.{key}", val) for key, val in raw.items()}
+        return Limits(**{k: (int(v) if fields[k].type == "int" else v) for k, v in values.items()})
+
+    def exercise(self, where: str, raw: object, default_timeout: float) -> Exercise:
+        raw = self.mapping(where, raw, {"id", "module", "title", "functions", "stub", "checks"}, {"solution"})
+        ex_id = self.text(f"{where}.id", raw["id"])
+        module = self.text(f"{where}.module", raw["module"])
+        _MODULE_OF[ex_id] = module
+        functions = raw["functions"]
+        if not isinstance(functions, list) or not functions or not all(isinstance(f, str) for f in functions):
+            raise self.fail(f"{where}.functions", functions, "must be a non-empty list of names")
+        if not isinstance(raw["checks"], list) or not raw["checks"]:
+            raise self.fail(f"{where}.checks", raw["checks"], "must be a non-empty list")
+        checks = tuple(
+            self.check(f"{where}.checks[{i}]", item, ex_id, default_timeout) for i, item in enumerate(raw["checks"])
+        )
+        self.checks_match_files(where, module, checks)
+        solution = self.file(f"{where}.solution", raw["solution"]) if "solution" in raw else None
+        return Exercise(
+            id=ex_id,
+            module=module,
+            title=self.titles(f"{where}.title", raw["title"]),
+            functions=tuple(functions),
+            stub=self.file(f"{where}.stub", raw["stub"]),
+            solution=solution,
+            checks=checks,
+        )
+
+    def check(self, where: str, raw: object, exercise: str, default_timeout: float) -> CheckSpec:
+        raw = self.mapping(where, raw, {"id", "points"}, {"visibility", "timeout_s"})
+        name = self.text(f"{where}.id", raw["id"])
+        if not name.isidentifier():
+            raise self.fail(f"{where}.id", name, "must be a Python identifier (the test is test_<id>)")
+        visibility = raw.get("visibility", "public")
+        if visibility not in ("public", "hidden"):
+            raise self.fail(f"{where}.visibility", visibility, "must be public or hidden")
+        timeout = self.number(f"{where}.timeout_s", raw.get("timeout_s", default_timeout))
+        return CheckSpec(f"{exercise}.{name}", name, exercise, self.number(f"{where}.points", raw["points"]),
+                         visibility, timeout)
+
+    def checks_match_files(self, where: str, module: str, checks: tuple[CheckSpec, ...]) -> None:
+        """Each declared check has its test function, and no test function is left undeclared."""
+        for visibility in ("public", "hidden"):
+            declared = {c.name for c in checks if c.visibility == visibility}
+            test_file = CHECKS_DIR / module / f"test_{visibility}.py"
+            if not test_file.is_file():
+                if declared:
+                    raise self.fail(f"{where}.checks", sorted(declared)[0], f"is declared but {test_file} is missing")
+                continue  # a release bundle ships no hidden checks
+            tree = ast.parse(test_file.read_text(encoding="utf-8"))
+            defined = {
+                node.name[len("test_"):]
+                for node in tree.body
+                if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+            }
+            for name in sorted(declared - defined):
+                raise self.fail(f"{where}.checks", name, f"has no function test_{name} in {test_file}")
+            for name in sorted(defined - declared):
+                raise self.fail(f"{where}.checks", name, f"is defined in {test_file} but not declared ({visibility})")

@@ -1,0 +1,57 @@
+"""What grading produces: check, exercise and report results (frozen, no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped", "not_attempted"]
+ExerciseStatus = Literal["passed", "partial", "failed", "not_attempted", "error", "timeout"]
+# Where a check actually ran: a real device, or the CPU stand-in for an accelerator.
+CheckMode = Literal["cpu", "cuda", "mps", "standin", "static"]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    status: CheckStatus
+    points: float
+    max_points: float
+    message: str = ""
+    hint: str = ""
+    mode: CheckMode | None = None
+    visibility: Literal["public", "hidden"] = "public"
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ExerciseResult:
+    id: str
+    title: str
+    status: ExerciseStatus
+    score: float
+    max_score: float
+    checks: tuple[CheckResult, ...]
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    type: str
+    name: str
+    torch: str
+    standin: bool = False
+    extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Report:
+    learner: str
+    submission: str
+    score: float
+    max_score: float
+    device: DeviceInfo
+    exercises: tuple[ExerciseResult, ...]
+    lang: str
+    grading_seconds: float
+    grader_version: str
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,37 @@
+"""Bài tập 5, viết theo đúng kiểu code trong bài học (lesson style)."""
+
+import torch
+from torch import nn
+from torch.amp import GradScaler, autocast
+
+
+def train_steps(model, inputs, targets, device, steps=20, amp_dtype=None, lr=1e-3):
+    """FP32 / FP16 (autocast + GradScaler) / BF16 (autocast)."""
+    model = model.to(device)
+    inputs = inputs.to(device)
+    targets = targets.to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    scaler = GradScaler(device.type) if amp_dtype == torch.float16 else None
+
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        if amp_dtype is None:
+            out = model(inputs)
+            loss = loss_fn(out, targets)
+            loss.backward()
+            optimizer.step()
+        else:
+            with autocast(device_type=device.type, dtype=amp_dtype):
+                out = model(inputs)
+                loss = loss_fn(out, targets)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+        losses.append(loss.item())
+    return losses
