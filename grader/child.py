@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from grader.channel import Writer
+from grader.checks.support import learner
+from grader.checks.support.devices import real_accelerator_type
 from grader.checks.support.outcomes import CheckFailed, LearnerRaised, NotAttempted
 
 CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
@@ -69,10 +71,10 @@ class ChannelPlugin:
                 item.add_marker(pytest.mark.timeout(check["timeout_s"], method="signal"))
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._first_exc[nodeid] = None
         check = self._check(nodeid)
         if check is not None:
             self._started[nodeid] = time.perf_counter()
-            self._first_exc[nodeid] = None
             self.send({"event": "start", "check": check["id"]})
 
     @pytest.hookimpl(hookwrapper=True)
@@ -83,6 +85,8 @@ class ChannelPlugin:
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         check = self._check(nodeid)
+        if nodeid.endswith(CANARY):
+            self.send({"event": "canary", "status": classify(self._first_exc.get(nodeid))["status"]})
         if check is None:
             return
         result = classify(self._first_exc.get(nodeid))
@@ -96,6 +100,21 @@ class ChannelPlugin:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.user_properties:
             self._props.setdefault(report.nodeid, {}).update(dict(report.user_properties))
+
+
+def describe_device(forced: str) -> dict[str, Any]:
+    import torch
+
+    kind = real_accelerator_type() if forced != "cpu" else None
+    if kind == "cuda":
+        name = torch.cuda.get_device_name(0)
+    elif kind == "mps":
+        name = "Apple MPS"
+    else:
+        import platform
+
+        name = platform.processor() or platform.machine() or "cpu"
+    return {"type": kind or "cpu", "name": name, "torch": torch.__version__, "standin": kind is None}
 
 
 def _install_notebook_stubs() -> None:
@@ -124,8 +143,10 @@ def main() -> int:
     sys.path.insert(0, plan["workdir"])
     _install_notebook_stubs()
     plugin = ChannelPlugin(plan, writer)
+    learner.import_listener = lambda event, module: plugin.send({"event": event, "module": module})
+    plugin.send({"event": "device", **describe_device(plan.get("device", "auto"))})
     args = [
-        "-q", "-s", "-p", "no:cacheprovider", "-p", "no:stepwise", "--no-header", "-rN",
+        "-q", "-s", "--tb=no", "-p", "no:cacheprovider", "-p", "no:stepwise", "--no-header", "-rN",
         "--rootdir", CHECKS_DIR, "-c", os.path.join(CHECKS_DIR, "pytest.ini"),
         *[os.path.join(CHECKS_DIR, c["nodeid"]) for c in plan["checks"]],
         os.path.join(CHECKS_DIR, CANARY),

@@ -51,6 +51,16 @@ def learner_location(exc: BaseException, source: SourceInfo) -> str:
     return source.where(line) if line else source.origin
 
 
+# Set by the sandboxed child: told when a learner module starts and ends importing, so
+# that a crash during import is charged to every exercise in that file, not to one check.
+import_listener: Callable[[str, str], None] | None = None
+
+
+def _tell(event: str, module: str) -> None:
+    if import_listener is not None:
+        import_listener(event, module)
+
+
 class LearnerModule:
     def __init__(self, source: SourceInfo) -> None:
         self._source = source
@@ -62,8 +72,10 @@ class LearnerModule:
 
     def load(self) -> ModuleType:
         if self._module is None:
+            _tell("importing", self._source.module)
             try:
                 self._module = importlib.import_module(self._source.module)
+                _tell("imported", self._source.module)
             except _PASS_THROUGH:
                 raise
             except BaseException as exc:  # noqa: BLE001 - any failure of learner code is a result

@@ -66,6 +66,9 @@ class CostModel:
 
 MATMULS = {"mm", "matmul", "__matmul__", "__rmatmul__", "bmm", "addmm", "linear", "baddbmm"}
 # Reading a value back to Python makes the host wait for the device, as on a real GPU.
+# Arithmetic worth recording for placement checks (creation and views are not).
+ARITHMETIC = {"mul", "add", "sub", "div", "__mul__", "__add__", "__sub__", "__truediv__", "__rmul__", "__radd__",
+              "mul_", "add_", "addcmul", "relu", "softmax", "log_softmax", "cross_entropy", "linear", "pow", "exp"}
 # Ops that legally take tensors on two devices (a copy across devices, a type query).
 MIXED_OK = {"copy_", "_has_compatible_shallow_copy_type", "set_", "is_set_to", "_is_any_true"}
 SYNCING = {"item", "tolist", "__bool__", "__float__", "__int__", "__index__", "__repr__", "__format__", "__str__"}
@@ -93,10 +96,11 @@ class Timeline:
 class Event:
     """Something the learner's code did, in order, for checks to read."""
 
-    kind: str  # "matmul" | "sync" | "clock" | "h2d" | "d2h" | "empty_cache" | "memory_read" | "mismatch"
+    kind: str  # "matmul" | "op" | "sync" | "clock" | "h2d" | "d2h" | "empty_cache" | "memory_read" | "mismatch"
     device: str = ""
     host: float = 0.0
     live_bytes: int = 0
+    dtype: str = ""
 
 
 def device_tag(t: torch.Tensor) -> str:
@@ -159,8 +163,8 @@ class StandIn:
     def cpu_matmul_seconds(self, n: int) -> float:
         return 2.0 * n**3 / self.costs.cpu_flops
 
-    def record(self, kind: str, device: str = "") -> None:
-        self.events.append(Event(kind, device, self.timeline.host, self.meter.live_bytes()))
+    def record(self, kind: str, device: str = "", dtype: str = "") -> None:
+        self.events.append(Event(kind, device, self.timeline.host, self.meter.live_bytes(), dtype))
 
     # -- the mode's work ----------------------------------------------------------------
     def attribute(self, func: Callable[..., Any], name: str, prop: str, args: tuple[Any, ...]) -> Any:
@@ -231,6 +235,8 @@ class StandIn:
         if name == "copy_":
             return out  # the destination keeps its device
         tag = target or (self.kind if on_device else "cpu")
+        if isinstance(out, torch.Tensor) and device_tag(out) != tag and any(out is t for t in tensors):
+            out = out.clone()  # as_tensor(x, device=...) hands back x itself only on the same device
         _set_tag(out, tag)
         self.account(name, tag, out, args)
         return out
@@ -247,12 +253,15 @@ class StandIn:
                 self.timeline.launch(flops / self.costs.gpu_flops + extra, self.costs.launch_s)
             else:
                 self.timeline.run_on_host(flops / self.costs.cpu_flops)
-            self.record("matmul", tag)
-        elif tag == self.kind:
+            self.record("matmul", tag, str(first.dtype))
+            return
+        if tag == self.kind:
             nbytes = first.numel() * first.element_size()
             self.timeline.launch(nbytes / self.costs.elementwise_bytes_per_s, self.costs.launch_s)
         else:
             self.timeline.run_on_host(self.costs.launch_s / 5)
+        if name in ARITHMETIC:
+            self.record("op", tag, str(first.dtype))
 
     # -- torch.cuda / torch.accelerator as the learner sees them ----------------------------
     def synchronize(self, *_: Any, **__: Any) -> None:
@@ -331,8 +340,9 @@ class StandIn:
             (cuda, "reset_peak_memory_stats"): lambda *_: None,
             (cuda, "set_per_process_memory_fraction"): lambda *_, **__: None,
             (cuda, "mem_get_info"): lambda *_: (TOTAL_MEMORY - s.meter.live_bytes(), TOTAL_MEMORY),
-            (cuda, "manual_seed"): lambda seed: torch.manual_seed(seed),
-            (cuda, "manual_seed_all"): lambda seed: torch.manual_seed(seed),
+            # Stand-in tensors draw from the CPU generator (torch.manual_seed calls these too).
+            (cuda, "manual_seed"): lambda seed: None,
+            (cuda, "manual_seed_all"): lambda seed: None,
             (cuda, "is_initialized"): lambda: True,
             (cuda, "is_current_stream_capturing"): lambda: False,
             (torch.backends.mps, "is_available"): lambda: False,

@@ -1,0 +1,3 @@
+"""Auto-grader for Lesson 14 "GPU và CUDA" of the PyTorch course."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""The checks the sandboxed child runs under pytest, one folder per exercise."""

@@ -1,0 +1,95 @@
+"""Fixtures every check can ask for: the learner's modules, the device, clean torch state.
+
+To add a check: write ``def test_<name>(ex3, accel)`` in ``<exercise>/test_public.py`` or
+``test_hidden.py``, end it with ``fail("<message id>", ...)`` on each mistake, declare it in
+course.yaml, and give its message and hint in grader/messages/{vi,en}.yaml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from grader.checks.support.devices import Accelerator, open_accelerator
+from grader.checks.support.learner import LearnerModule, SourceInfo
+
+_MODULES: dict[str, LearnerModule] = {}
+_NUM_THREADS = torch.get_num_threads()
+
+
+def _plan(config: pytest.Config) -> dict[str, Any]:
+    plugin = config.pluginmanager.get_plugin("grader-channel")
+    if plugin is None:
+        for candidate in config.pluginmanager.get_plugins():
+            if hasattr(candidate, "plan"):
+                return candidate.plan  # type: ignore[no-any-return]
+        raise RuntimeError("the checks run only inside the grader's sandbox (grader.child)")
+    return plugin.plan  # type: ignore[no-any-return]
+
+
+def _learner(config: pytest.Config, exercise: str) -> LearnerModule:
+    if exercise not in _MODULES:
+        source = _plan(config)["sources"][exercise]
+        _MODULES[exercise] = LearnerModule(
+            SourceInfo(source["module"], source["origin"], tuple(source.get("cell_of_line", ())))
+        )
+    return _MODULES[exercise]
+
+
+@pytest.fixture(autouse=True)
+def clean_torch_state() -> Iterator[None]:
+    """Whatever the learner's import changed, each check starts from PyTorch's defaults."""
+    torch.set_default_dtype(torch.float32)
+    torch.set_grad_enabled(True)
+    torch.set_num_threads(_NUM_THREADS)
+    torch.manual_seed(0)
+    if hasattr(torch, "set_default_device"):
+        torch.set_default_device(None)
+    yield
+
+
+@pytest.fixture
+def ex1(pytestconfig: pytest.Config) -> LearnerModule:
+    return _learner(pytestconfig, "ex1")
+
+
+@pytest.fixture
+def ex2(pytestconfig: pytest.Config) -> LearnerModule:
+    return _learner(pytestconfig, "ex2")
+
+
+@pytest.fixture
+def ex3(pytestconfig: pytest.Config) -> LearnerModule:
+    return _learner(pytestconfig, "ex3")
+
+
+@pytest.fixture
+def ex4(pytestconfig: pytest.Config) -> LearnerModule:
+    return _learner(pytestconfig, "ex4")
+
+
+@pytest.fixture
+def ex5(pytestconfig: pytest.Config) -> LearnerModule:
+    return _learner(pytestconfig, "ex5")
+
+
+@pytest.fixture
+def accel(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Callable[..., Accelerator]:
+    """``with accel(virtual_clock=True) as acc:`` — the accelerator this check grades on."""
+    forced = _plan(pytestconfig).get("device")
+
+    def make(*, virtual_clock: bool = False, budget_bytes: int | None = None) -> Accelerator:
+        acc = open_accelerator(forced, virtual_clock=virtual_clock, budget_bytes=budget_bytes)
+        request.node.user_properties.append(("mode", acc.mode))
+        return acc
+
+    return make
+
+
+@pytest.fixture
+def cpu(request: pytest.FixtureRequest) -> torch.device:
+    request.node.user_properties.append(("mode", "cpu"))
+    return torch.device("cpu")

@@ -1,0 +1,22 @@
+"""Make PyTorch report a chosen set of available devices, whichever API the learner asks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def availability(monkeypatch: pytest.MonkeyPatch, *, cuda: bool, mps: bool) -> torch.device:
+    """Patch the availability APIs; return the device the contract expects then."""
+    expected = torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1 if cuda else 0)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    monkeypatch.setattr(torch.backends.mps, "is_built", lambda: mps)
+    accel = getattr(torch, "accelerator", None)
+    if accel is not None:
+        current = None if expected.type == "cpu" else torch.device(expected.type)
+        monkeypatch.setattr(accel, "is_available", lambda: current is not None)
+        monkeypatch.setattr(accel, "current_accelerator", lambda *a, **k: current)
+        monkeypatch.setattr(accel, "device_count", lambda: 0 if current is None else 1)
+    return expected

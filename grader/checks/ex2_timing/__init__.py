@@ -1,0 +1,1 @@
+"""Checks for one exercise; see course.yaml for points and visibility."""

@@ -1,0 +1,36 @@
+"""The memory budget that makes fill_until_oom end quickly, on the stand-in or a real GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from grader.checks.support.devices import Accelerator
+from grader.checks.support.learner import LearnerModule
+from grader.checks.support.outcomes import LearnerRaised, fail
+
+CHUNK_MB = 4
+CHUNKS_THAT_FIT = 8
+MiB = 1024 * 1024
+
+
+def fill_budget(accel: Callable[..., Accelerator]) -> tuple[int, int]:
+    """(budget in bytes, chunks that fit): 8.5 chunks, so the 9th allocation fails."""
+    return int((CHUNKS_THAT_FIT + 0.5) * CHUNK_MB * MiB), CHUNKS_THAT_FIT
+
+
+def run_fill(ex4: LearnerModule, acc: Accelerator) -> tuple[object, int]:
+    """Call fill_until_oom; return its result and the live bytes once it returned."""
+    baseline = acc.live_bytes()
+    try:
+        count = ex4.fill_until_oom(acc.device, chunk_mb=CHUNK_MB)
+    except LearnerRaised as raised:
+        if "OutOfMemoryError" in raised.exc_text or "out of memory" in raised.exc_text:
+            fail("ex4.oom_not_caught", error=raised.exc_text[:160])
+        raise
+    return count, acc.live_bytes() - baseline
+
+
+
+

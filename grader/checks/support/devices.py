@@ -1,0 +1,159 @@
+"""The device a check grades on: a real accelerator, or the stand-in on a CPU-only machine.
+
+Both expose the same small surface (``device``, ``mode``, ``events``, ``live_bytes()``) so
+that a check is written once. On a real GPU the events are recorded by wrapping the
+synchronize/clock/cache functions and counting matmuls; on the stand-in they come from the
+emulation itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import timeit
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from torch.utils._pytree import tree_leaves
+
+from grader.checks.support.standin import ARITHMETIC, MATMULS, Event, StandIn
+
+
+class Accelerator(Protocol):
+    device: torch.device
+    mode: str  # "cuda" | "mps" | "standin"
+    virtual: bool  # timings and memory follow the stand-in's deterministic model
+    events: list[Event]
+
+    def count(self, kind: str) -> int: ...
+    def live_bytes(self) -> int: ...
+    def __enter__(self) -> Accelerator: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def real_accelerator_type() -> str | None:
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return None
+
+
+class RealAccelerator:
+    """Records what the learner's code does on a real CUDA or MPS device."""
+
+    virtual = False
+
+    def __init__(self, kind: str, budget_bytes: int | None = None) -> None:
+        self.device = torch.device(kind)
+        self.mode = kind
+        self.events: list[Event] = []
+        self.budget = budget_bytes
+        self._stack = contextlib.ExitStack()
+        self._backend: Any = torch.cuda if kind == "cuda" else torch.mps
+
+    def count(self, kind: str) -> int:
+        return sum(1 for e in self.events if e.kind == kind)
+
+    def live_bytes(self) -> int:
+        if self.mode == "cuda":
+            return int(torch.cuda.memory_allocated())
+        return int(torch.mps.current_allocated_memory())
+
+    def record(self, kind: str, device: str = "", dtype: str = "") -> None:
+        self.events.append(Event(kind, device or self.mode, time.perf_counter(), self.live_bytes(), dtype))
+
+    def _wrap(self, kind: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            result = func(*args, **kwargs)
+            self.record(kind)
+            return result
+
+        return wrapper
+
+    @contextlib.contextmanager
+    def _patched(self) -> Iterator[None]:
+        targets: list[tuple[object, str, str]] = [
+            (self._backend, "synchronize", "sync"),
+            (self._backend, "empty_cache", "empty_cache"),
+            (time, "time", "clock"),
+            (time, "perf_counter", "clock"),
+            (time, "perf_counter_ns", "clock"),
+            (time, "monotonic", "clock"),
+            (timeit, "default_timer", "clock"),
+        ]
+        if self.mode == "cuda":
+            targets.append((torch.cuda, "memory_allocated", "memory_read"))
+        accel = getattr(torch, "accelerator", None)
+        if accel is not None:
+            targets.append((accel, "synchronize", "sync"))
+        saved = []
+        try:
+            for obj, attr, kind in targets:
+                if hasattr(obj, attr):
+                    original = getattr(obj, attr)
+                    saved.append((obj, attr, original))
+                    setattr(obj, attr, self._wrap(kind, original))
+            yield
+        finally:
+            for obj, attr, original in reversed(saved):
+                setattr(obj, attr, original)
+
+    def __enter__(self) -> RealAccelerator:
+        self._backend.synchronize()
+        self._backend.empty_cache()
+        if self.budget is not None and self.mode == "cuda":
+            total = torch.cuda.get_device_properties(self.device).total_memory
+            fraction = min(1.0, (torch.cuda.memory_allocated() + self.budget) / total)
+            torch.cuda.set_per_process_memory_fraction(fraction)
+            self._stack.callback(torch.cuda.set_per_process_memory_fraction, 1.0)
+        self._stack.enter_context(self._patched())
+        self._stack.enter_context(_MatmulRecorder(self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+
+class _MatmulRecorder(TorchFunctionMode):
+    def __init__(self, owner: RealAccelerator) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        first = next((t for t in tree_leaves(out) if isinstance(t, torch.Tensor)), None)
+        if first is None:
+            return out
+        if name in MATMULS:
+            self.owner.record("matmul", first.device.type, str(first.dtype))
+        elif name in ARITHMETIC:
+            self.owner.record("op", first.device.type, str(first.dtype))
+        elif name in ("to", "cuda") and args and isinstance(args[0], torch.Tensor) \
+                and args[0].device.type == "cpu" and first.device.type != "cpu":
+            self.owner.record("h2d", first.device.type)
+        return out
+
+
+class StandInAccelerator(StandIn):
+    mode = "standin"
+    virtual = True
+
+    def live_bytes(self) -> int:
+        return self.meter.live_bytes()
+
+
+def open_accelerator(forced: str | None, *, virtual_clock: bool = False,
+                     budget_bytes: int | None = None) -> Accelerator:
+    """The real accelerator when there is one (and the grader may use it), else the stand-in."""
+    kind = real_accelerator_type() if forced in (None, "auto", "cuda", "mps") else None
+    if forced in ("cuda", "mps") and kind != forced:
+        kind = None
+    if kind is not None:
+        return RealAccelerator(kind, budget_bytes)
+    return StandInAccelerator(virtual_clock=virtual_clock, budget_bytes=budget_bytes)

@@ -1,0 +1,7 @@
+"""A check that must fail. If it comes back passed, the learner's code tampered with pytest."""
+
+from grader.checks.support.outcomes import fail
+
+
+def test_canary() -> None:
+    fail("canary")

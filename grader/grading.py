@@ -1,0 +1,61 @@
+"""Grade one submission: load it, run its checks in the sandbox, score it.
+
+The grader's process only reads files and talks to the sandboxed child; when grading
+itself breaks, the learner still gets a zero-score report that says why.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from grader import __version__
+from grader.course import CheckSpec, Course, Visibility
+from grader.results import DeviceInfo, Report
+from grader.sandbox import CheckOutcome, run_checks
+from grader.scoring import absent_outcome, build_report, problem_outcome
+from grader.submission import Submission, load_submission
+
+UNKNOWN_DEVICE = DeviceInfo("unknown", "unknown", "unknown")
+
+
+def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
+          visibility: Iterable[Visibility] = ("public", "hidden"),
+          exercises: Iterable[str] | None = None) -> Report:
+    started = time.monotonic()
+    submission = load_submission(path, course.modules)
+    wanted = set(exercises) if exercises is not None else set(course.exercise_ids)
+    chosen = tuple(ex for ex in course.exercises if ex.id in wanted)
+    visible = set(visibility)
+    outcomes: dict[str, CheckOutcome] = {}
+    to_run: list[CheckSpec] = []
+    for ex in chosen:
+        ex_checks = [c for c in ex.checks if c.visibility in visible]
+        for check in ex_checks:
+            if ex.id in submission.problems:
+                outcomes[check.id] = problem_outcome(check.id, submission.problems[ex.id])
+            elif ex.id not in submission.sources:
+                outcomes[check.id] = absent_outcome(check.id, ex, submission)
+            else:
+                to_run.append(check)
+    device_info = UNKNOWN_DEVICE
+    notes: tuple[str, ...] = ()
+    if to_run:
+        sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
+        run = run_checks(sources, to_run, device=device, limits=course.limits)
+        outcomes.update(run.outcomes)
+        device_info = run.device or UNKNOWN_DEVICE
+        notes = run.notes
+    filtered = tuple(ex.__class__(ex.id, ex.module, ex.title, ex.functions, ex.stub, ex.solution,
+                                  tuple(c for c in ex.checks if c.visibility in visible)) for ex in chosen)
+    return build_report(course, submission, filtered, outcomes, device=device_info, lang=lang,
+                        seconds=time.monotonic() - started, version=__version__, notes=notes)
+
+
+def failed_report(path: Path, course: Course, reason: str, lang: str) -> Report:
+    """Grading itself broke: every check is an error carrying the reason."""
+    submission = Submission(learner=path.stem if path.is_file() else path.name, path=path, sources={}, problems={})
+    outcomes = {c.id: CheckOutcome(c.id, "error", "grader_internal", {"error": reason}) for c in course.checks}
+    return build_report(course, submission, course.exercises, outcomes, device=UNKNOWN_DEVICE, lang=lang,
+                        seconds=0.0, version=__version__, notes=("grader_failed",))
