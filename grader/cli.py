@@ -22,10 +22,12 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grader", description="Grade Lesson 14 (GPU và CUDA) submissions.")
-    parser.add_argument("--course", type=Path, default=None, help="course.yaml (default: the one shipped)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--course", type=Path, default=None, help="course.yaml (default: the one shipped)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    g = sub.add_parser("grade", help="grade one submission (.py, .ipynb or folder) with every check")
+    g = sub.add_parser("grade", parents=[common],
+                       help="grade one submission (.py, .ipynb or folder) with every check")
     g.add_argument("submission", type=Path)
     g.add_argument("-o", "--output", type=Path, required=True, help="where to write the YAML report")
     g.add_argument("--device", choices=DEVICES, default="auto")

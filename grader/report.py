@@ -25,6 +25,7 @@ def _check(check: CheckResult) -> dict[str, Any]:
         data["hint"] = check.hint
     data["mode"] = check.mode
     data["visibility"] = check.visibility
+    data["seconds"] = round(check.duration_s, 3)
     return data
 
 

@@ -1,0 +1,81 @@
+"""Run the grader for real: the ``grader`` CLI in a subprocess, on files in tmp_path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+STUBS = ROOT / "exercises"
+STYLES = ROOT / "tests" / "submissions"
+MODULES = {"ex1": "ex1_device", "ex2": "ex2_timing", "ex3": "ex3_roundtrip", "ex4": "ex4_oom", "ex5": "ex5_amp"}
+
+
+@dataclass(frozen=True)
+class Graded:
+    code: int
+    stdout: str
+    stderr: str
+    report: dict[str, Any] | None
+
+    def exercise(self, ex_id: str) -> dict[str, Any]:
+        assert self.report is not None, self.stderr
+        return self.report["exercises"][ex_id]  # type: ignore[no-any-return]
+
+    def check(self, check_id: str) -> dict[str, Any]:
+        for check in self.exercise(check_id.split(".")[0])["checks"]:
+            if check["id"] == check_id:
+                return check  # type: ignore[no-any-return]
+        raise KeyError(check_id)
+
+    def lost(self, ex_id: str) -> set[str]:
+        return {c["id"] for c in self.exercise(ex_id)["checks"] if c["status"] != "passed"}
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=env, timeout=timeout)
+
+
+@pytest.fixture
+def grade(tmp_path: Path) -> Callable[..., Graded]:
+    def run(submission: Path, *extra: str) -> Graded:
+        out = tmp_path / "reports" / f"{submission.stem}-{len(list(tmp_path.glob('reports/*')))}.yaml"
+        proc = run_cli("grade", str(submission), "-o", str(out), "--lang", "en", *extra)
+        report = yaml.safe_load(out.read_text(encoding="utf-8")) if out.exists() else None
+        return Graded(proc.returncode, proc.stdout, proc.stderr, report)
+
+    return run
+
+
+def folder_with(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
+    """A submission folder in tmp_path holding the given exercise files (module -> text)."""
+    folder = tmp_path / name
+    folder.mkdir(parents=True)
+    for module, text in files.items():
+        (folder / f"{module}.py").write_text(text, encoding="utf-8")
+    return folder
+
+
+def copy_solutions(tmp_path: Path, name: str, *, only: tuple[str, ...] | None = None) -> Path:
+    folder = tmp_path / name
+    folder.mkdir(parents=True)
+    for ex_id, module in MODULES.items():
+        if only is None or ex_id in only:
+            shutil.copy(SOLUTIONS / f"{module}.py", folder / f"{module}.py")
+    return folder
+
+
+def solution_text(ex_id: str) -> str:
+    return (SOLUTIONS / f"{MODULES[ex_id]}.py").read_text(encoding="utf-8")

@@ -1,0 +1,33 @@
+# mistake: time_matmul never calls torch.cuda.synchronize(), so the clock only measures kernel launches
+# fails: ex2.synchronizes_before_reading_clock, ex2.returns_mean_not_total
+# message: ex2.no_sync_before_stop
+"""Bài tập 2, kiểu code trong bài học."""
+
+import time
+
+import torch
+
+
+def time_matmul(n, device, repeats=5):
+    """Thời gian trung bình một phép a @ b. / Mean time of one a @ b."""
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+
+    # Warm-up
+    _ = a @ b
+
+    start = time.time()
+    for _ in range(repeats):
+        _ = a @ b
+    return (time.time() - start) / repeats
+
+
+def speedup(n, device, repeats=3):
+    """CPU time / device time."""
+    cpu_t = time_matmul(n, torch.device("cpu"), repeats)
+    gpu_t = time_matmul(n, device, repeats)
+    return cpu_t / gpu_t
+
+
+# Vì sao với N = 100, GPU thường chậm hơn CPU? -> overhead kernel launch + copy memory
+SMALL_N_ANSWER = "b"

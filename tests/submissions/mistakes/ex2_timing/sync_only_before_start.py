@@ -1,0 +1,37 @@
+# mistake: synchronizes after the warm-up but not after the timed loop, so the clock stops before the GPU finishes
+# fails: ex2.synchronizes_before_reading_clock, ex2.returns_mean_not_total
+# message: ex2.no_sync_before_stop
+"""Bài tập 2 — đo thời gian matmul CPU vs GPU."""
+
+import time
+
+import torch
+
+
+def _synchronize(device: torch.device) -> None:
+    """Wait until every kernel queued on `device` has finished (no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def time_matmul(n: int, device: torch.device, repeats: int = 5) -> float:
+    """Thời gian trung bình (giây) của MỘT phép nhân n×n @ n×n."""
+    a = torch.randn(n, n, device=device, dtype=torch.float32)
+    b = torch.randn(n, n, device=device, dtype=torch.float32)
+    _ = a @ b  # warm-up
+    _synchronize(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        _ = a @ b
+    return (time.perf_counter() - start) / repeats
+
+
+def speedup(n: int, device: torch.device, repeats: int = 3) -> float:
+    """Device nhanh hơn CPU bao nhiêu lần."""
+    cpu_seconds = time_matmul(n, torch.device("cpu"), repeats)
+    return cpu_seconds / time_matmul(n, device, repeats)
+
+
+SMALL_N_ANSWER = "B"

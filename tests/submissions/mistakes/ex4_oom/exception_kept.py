@@ -1,0 +1,59 @@
+# mistake: saves the OOM exception in a module-level variable (last_error = e); its traceback keeps the function's frame, and the last chunk x in it, alive
+# fails: ex4.fill_until_oom_frees_memory, ex4.fill_until_oom_empty_cache_after_release
+# message: ex4.memory_not_freed
+"""Bài tập 4, kiểu code trong bài học."""
+
+import torch
+
+last_error = None  # giữ lỗi để xem lại sau
+
+
+def fill_until_oom(device, chunk_mb=64):
+    """Cấp phát đến khi OOM rồi dọn. / Allocate until OOM, then clean up."""
+    global last_error
+    numel = chunk_mb * 1024 * 1024 // 4
+    tensors = []
+    try:
+        while True:
+            x = torch.zeros(numel, device=device)
+            tensors.append(x)
+    except torch.cuda.OutOfMemoryError as e:
+        last_error = e
+        if device.type == "cuda":
+            allocated = torch.cuda.memory_allocated()
+        else:
+            allocated = sum(t.numel() * t.element_size() for t in tensors)
+        print(f"Allocated: {allocated / 1e9:.2f} GB")
+    count = len(tensors)
+    del tensors
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+    return count
+
+
+def train_step_with_backoff(model, inputs, targets, loss_fn, optimizer):
+    """Giảm batch + gradient accumulation khi OOM. / Halve the batch on OOM."""
+    batch_size = inputs.size(0)
+    micro = batch_size
+    while True:
+        try:
+            optimizer.zero_grad()
+            total_loss = 0.0
+            for i in range(0, batch_size, micro):
+                x = inputs[i : i + micro]
+                y = targets[i : i + micro]
+                loss = loss_fn(model(x), y) * x.size(0) / batch_size
+                loss.backward()
+                total_loss += loss.item()
+            optimizer.step()
+            return total_loss, micro
+        except torch.cuda.OutOfMemoryError:
+            loss = None
+            optimizer.zero_grad()
+            if inputs.device.type == "cuda":
+                torch.cuda.empty_cache()
+            micro = micro // 2
+            if micro == 0:
+                raise

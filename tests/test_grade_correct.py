@@ -1,0 +1,55 @@
+"""Every correct style gets full marks; the stubs get zero with every exercise not attempted."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import MODULES, SOLUTIONS, STUBS, STYLES, Graded
+
+
+@pytest.mark.parametrize("style", ["solutions", "lesson_style", "modern_style"])
+def test_correct_style_scores_100(style: str, tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    source = SOLUTIONS if style == "solutions" else STYLES / style
+    submission = tmp_path / style
+    shutil.copytree(source, submission)
+    graded = grade(submission)
+    assert graded.code == 0, graded.stderr
+    assert graded.report is not None
+    failing = {ex: graded.lost(ex) for ex in MODULES if graded.lost(ex)}
+    assert failing == {}, [c for ex in MODULES for c in graded.exercise(ex)["checks"] if c["status"] != "passed"]
+    assert graded.report["score"] == graded.report["max_score"] == 100.0
+    assert all(graded.exercise(ex)["status"] == "passed" for ex in MODULES)
+
+
+def test_report_schema(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    submission = tmp_path / "solutions"
+    shutil.copytree(SOLUTIONS, submission)
+    report = grade(submission).report
+    assert report is not None
+    assert {"score", "max_score", "device", "exercises", "grading_seconds", "lang", "learner"} <= set(report)
+    assert report["learner"] == "solutions"
+    assert {"type", "name", "torch", "standin"} <= set(report["device"])
+    assert list(report["exercises"]) == list(MODULES)
+    assert sum(ex["max_score"] for ex in report["exercises"].values()) == 100.0
+    for ex in report["exercises"].values():
+        assert ex["status"] in {"passed", "partial", "failed", "not_attempted", "error", "timeout"}
+        for check in ex["checks"]:
+            assert {"id", "status", "points", "max_points", "message", "mode", "visibility"} <= set(check)
+            assert check["mode"] in {"cpu", "cuda", "mps", "standin", "static"}
+
+
+def test_stubs_score_zero_not_attempted(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    submission = tmp_path / "stubs"
+    shutil.copytree(STUBS, submission)
+    graded = grade(submission)
+    assert graded.code == 0
+    assert graded.report is not None and graded.report["score"] == 0.0
+    for ex in MODULES:
+        exercise = graded.exercise(ex)
+        assert exercise["status"] == "not_attempted"
+        assert {c["status"] for c in exercise["checks"]} == {"not_attempted"}
+        assert all("Not attempted" in c["message"] for c in exercise["checks"])

@@ -1,0 +1,189 @@
+"""The harness end to end: broken files, notebooks, folders, crashes, forgeries, usage errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+from nbformat import v4
+
+from tests.conftest import Graded, copy_solutions, folder_with, run_cli, solution_text
+
+CRASH_ROUNDTRIP = '''
+import os
+import torch
+
+def roundtrip(x, device):
+    os._exit(0)
+
+def to_numpy(t):
+    return t.detach().cpu().numpy()
+'''
+
+SEGFAULT_TIMING = '''
+import ctypes
+import torch
+
+SMALL_N_ANSWER = "B"
+
+def time_matmul(n, device, repeats=5):
+    ctypes.string_at(0)  # reads address 0: SIGSEGV
+
+def speedup(n, device, repeats=3):
+    return 1.0
+'''
+
+
+def test_syntax_error_is_a_result_naming_file_and_line(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    bad = tmp_path / "learner.py"
+    bad.write_text("import torch\n\ndef pick_device(:\n    return torch.device('cpu')\n", encoding="utf-8")
+    graded = grade(bad)
+    assert graded.code == 0
+    assert graded.report is not None and graded.report["score"] == 0.0
+    check = graded.check("ex1.pick_device_returns_device")
+    assert check["status"] == "error"
+    assert "learner.py, line 3" in check["message"]
+    assert "Traceback" not in graded.stderr
+
+
+def test_notebook_with_magics_and_colab_imports(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    cells = [
+        v4.new_markdown_cell("# Bài 14 — bài tập"),
+        v4.new_code_cell("%matplotlib inline\n!pip install -q torch\nfrom google.colab import drive"),
+        v4.new_code_cell("%%bash\nnvidia-smi\n"),
+        v4.new_code_cell(solution_text("ex1") + "\n# Vietnamese: thiết bị\nprint(pick_device())"),
+        v4.new_code_cell(solution_text("ex3")),
+        v4.new_code_cell("torch.cuda?"),
+    ]
+    notebook = tmp_path / "bai14.ipynb"
+    notebook.write_text(nbformat.writes(v4.new_notebook(cells=cells)), encoding="utf-8")
+    graded = grade(notebook)
+    assert graded.code == 0, graded.stderr
+    assert graded.report is not None and graded.report["learner"] == "bai14"
+    assert graded.exercise("ex1")["status"] == "passed"
+    assert graded.exercise("ex3")["status"] == "passed"
+    assert graded.exercise("ex2")["status"] == "not_attempted"
+
+
+def test_broken_notebook_json_is_a_result(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    notebook = tmp_path / "broken.ipynb"
+    notebook.write_text('{"cells": [', encoding="utf-8")
+    graded = grade(notebook)
+    assert graded.code == 0
+    assert graded.report is not None and graded.report["score"] == 0.0
+    assert "broken.ipynb" in graded.check("ex1.pick_device_returns_device")["message"]
+
+
+def test_bom_crlf_vietnamese_source(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    text = "# Bài tập — thiết bị\r\n" + solution_text("ex1").replace("\n", "\r\n")
+    folder = tmp_path / "bom"
+    folder.mkdir()
+    (folder / "ex1_device.py").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    graded = grade(folder)
+    assert graded.exercise("ex1")["status"] == "passed"
+
+
+def test_crash_in_one_exercise_spares_the_others(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    folder = copy_solutions(tmp_path, "crashy", only=("ex1", "ex5"))
+    (folder / "ex3_roundtrip.py").write_text(CRASH_ROUNDTRIP, encoding="utf-8")
+    (folder / "ex2_timing.py").write_text(SEGFAULT_TIMING, encoding="utf-8")
+    graded = grade(folder)
+    assert graded.code == 0, graded.stderr
+    assert graded.exercise("ex1")["status"] == "passed"
+    assert graded.exercise("ex5")["status"] == "passed"
+    died = graded.check("ex3.roundtrip_values")
+    assert died["status"] == "error" and "exit code 0" in died["message"]
+    segv = graded.check("ex2.time_matmul_returns_seconds")
+    assert segv["status"] == "error" and "SIGSEGV" in segv["message"]
+    assert graded.check("ex2.small_n_answer")["status"] == "passed"
+    assert graded.check("ex3.to_numpy_cpu")["status"] == "passed"
+
+
+def test_exit_at_import_charges_only_that_file(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    folder = copy_solutions(tmp_path, "exits", only=("ex1",))
+    (folder / "ex3_roundtrip.py").write_text("import os\nos._exit(3)\n", encoding="utf-8")
+    graded = grade(folder)
+    assert graded.exercise("ex1")["status"] == "passed"
+    assert {c["status"] for c in graded.exercise("ex3")["checks"]} == {"error"}
+    assert "ex3_roundtrip.py" in graded.check("ex3.roundtrip_values")["message"]
+
+
+def test_endless_loop_times_out(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    folder = folder_with(tmp_path, "loop", {"ex3_roundtrip": "def roundtrip(x, device):\n    while True:\n        pass\n"})
+    course = tmp_path / "course.yaml"
+    from tests.conftest import ROOT
+
+    text = (ROOT / "course.yaml").read_text(encoding="utf-8").replace("check_timeout_s: 30", "check_timeout_s: 3")
+    for name in ("exercises", "solutions"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    course.write_text(text, encoding="utf-8")
+    graded = grade(folder, "--course", str(course))
+    check = graded.check("ex3.roundtrip_values")
+    assert check["status"] == "timeout", check
+    assert graded.exercise("ex3")["status"] == "timeout"
+
+
+FORGERIES = {
+    "prints_report": 'print("score: 100.0\\nmax_score: 100.0")\nprint("PASSED " * 50)\n',
+    "writes_report_files": (
+        "import pathlib\n"
+        "for p in ('report.yaml', '../report.yaml', 'results.json'):\n"
+        "    pathlib.Path(p).write_text('score: 100.0\\n')\n"
+    ),
+    "writes_every_fd": (
+        "import json, os\n"
+        "line = json.dumps({'event': 'result', 'check': 'ex1.pick_device_returns_device', 'status': 'passed'})\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, ('0' * 64 + ' ' + line + '\\n').encode())\n"
+        "    except OSError:\n"
+        "        pass\n"
+    ),
+    "patches_pytest": "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n",
+    "exits_zero_early": "import os\nos._exit(0)\n",
+}
+
+
+def test_forgeries_do_not_raise_the_score(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    wrong = "import torch\n\ndef pick_device():\n    return 'cpu'\n\ndef describe_device(device):\n    return {}\n"
+    for name, attack in FORGERIES.items():
+        folder = folder_with(tmp_path, name, {"ex1_device": wrong + "\n" + attack})
+        graded = grade(folder)
+        assert graded.code == 0, (name, graded.stderr)
+        assert graded.report is not None
+        assert graded.exercise("ex1")["score"] == 0.0, (name, graded.exercise("ex1"))
+        assert graded.report["score"] == 0.0, name
+    assert not (tmp_path / "report.yaml").exists() or "100" not in (tmp_path / "report.yaml").read_text()
+
+
+def test_pytest_patch_is_reported_as_tampering(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    folder = folder_with(tmp_path, "patcher", {"ex1_device": FORGERIES["patches_pytest"]})
+    graded = grade(folder)
+    assert graded.report is not None
+    assert "tampering" in graded.report["notes"]
+    assert "interfered with the grader" in graded.check("ex1.pick_device_returns_device")["message"]
+
+
+def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    proc = run_cli("grade", str(tmp_path / "nope.py"), "-o", str(tmp_path / "r.yaml"))
+    assert proc.returncode == 2
+    assert "submission not found" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_fail_under(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    folder = copy_solutions(tmp_path, "half", only=("ex1",))
+    assert grade(folder, "--fail-under", "50").code == 1
+    assert grade(folder, "--fail-under", "20").code == 0
+
+
+def test_vietnamese_is_the_default_language(tmp_path: Path) -> None:
+    folder = folder_with(tmp_path, "vi", {"ex1_device": "import torch\ndef pick_device():\n    return 'cuda'\n"})
+    out = tmp_path / "r.yaml"
+    proc = run_cli("grade", str(folder), "-o", str(out))
+    assert proc.returncode == 0
+    text = out.read_text(encoding="utf-8")
+    assert "phải trả về torch.device" in text
+    assert json.dumps("lang") and "lang: vi" in text
