@@ -24,6 +24,10 @@ from grader.checks.support.outcomes import CheckFailed, LearnerRaised, NotAttemp
 
 CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
 CANARY = "test_canary.py::test_canary"
+PLUGIN_NAME = "grader-channel"  # grader/checks/conftest.py finds the plan under this name
+# What the learner's code hitting a resource limit looks like from inside the process.
+MEMORY_LIMIT_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc")
+FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]")
 
 
 def classify(exc: BaseException | None) -> dict[str, Any]:
@@ -34,6 +38,10 @@ def classify(exc: BaseException | None) -> dict[str, Any]:
         return {"status": "not_attempted", "message": "not_attempted", "params": {"function": exc.name}}
     if isinstance(exc, CheckFailed):
         return {"status": "failed", "message": exc.message_id, "params": exc.params}
+    if isinstance(exc, LearnerRaised) and any(sign in exc.exc_text for sign in MEMORY_LIMIT_SIGNS):
+        return {"status": "error", "message": "memory_limit", "params": {"error": exc.exc_text, "where": exc.where}}
+    if isinstance(exc, LearnerRaised) and any(sign in exc.exc_text for sign in FILE_LIMIT_SIGNS):
+        return {"status": "error", "message": "file_size_limit", "params": {"where": exc.where}}
     if isinstance(exc, LearnerRaised):
         return {"status": "error", "message": "learner_raised",
                 "params": {"error": exc.exc_text, "where": exc.where, "during": exc.during}}
@@ -117,6 +125,16 @@ def describe_device(forced: str) -> dict[str, Any]:
     return {"type": kind or "cpu", "name": name, "torch": torch.__version__, "standin": kind is None}
 
 
+class _Registrar:
+    """Registers the channel plugin under the name the checks' conftest looks up."""
+
+    def __init__(self, plugin: ChannelPlugin) -> None:
+        self._plugin = plugin
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.pluginmanager.register(self._plugin, PLUGIN_NAME)
+
+
 def _install_notebook_stubs() -> None:
     """Colab/Jupyter names a notebook may use at import time, made harmless."""
 
@@ -146,12 +164,12 @@ def main() -> int:
     learner.import_listener = lambda event, module: plugin.send({"event": event, "module": module})
     plugin.send({"event": "device", **describe_device(plan.get("device", "auto"))})
     args = [
-        "-q", "-s", "--tb=no", "-p", "no:cacheprovider", "-p", "no:stepwise", "--no-header", "-rN",
+        "-s", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:stepwise",
         "--rootdir", CHECKS_DIR, "-c", os.path.join(CHECKS_DIR, "pytest.ini"),
         *[os.path.join(CHECKS_DIR, c["nodeid"]) for c in plan["checks"]],
         os.path.join(CHECKS_DIR, CANARY),
     ]
-    code = pytest.main(args, plugins=[plugin])
+    code = pytest.main(args, plugins=[_Registrar(plugin)])
     plugin.send({"event": "done", "pytest_exit": int(code)})
     sys.stdout.flush()
     sys.stderr.flush()

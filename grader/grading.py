@@ -41,16 +41,19 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
                 to_run.append(check)
     device_info = UNKNOWN_DEVICE
     notes: tuple[str, ...] = ()
+    output = ""
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
         run = run_checks(sources, to_run, device=device, limits=course.limits)
         outcomes.update(run.outcomes)
         device_info = run.device or UNKNOWN_DEVICE
         notes = run.notes
+        output = run.output
     filtered = tuple(ex.__class__(ex.id, ex.module, ex.title, ex.functions, ex.stub, ex.solution,
                                   tuple(c for c in ex.checks if c.visibility in visible)) for ex in chosen)
     return build_report(course, submission, filtered, outcomes, device=device_info, lang=lang,
-                        seconds=time.monotonic() - started, version=__version__, notes=notes)
+                        seconds=time.monotonic() - started, version=__version__, notes=notes,
+                        output=output)
 
 
 def failed_report(path: Path, course: Course, reason: str, lang: str) -> Report:

@@ -42,6 +42,7 @@ def as_dict(report: Report) -> dict[str, Any]:
         "grading_seconds": report.grading_seconds,
         "grader_version": report.grader_version,
         "notes": list(report.notes),
+        "output": report.output,
         "exercises": {
             ex.id: {
                 "title": ex.title,

@@ -55,3 +55,4 @@ class Report:
     grading_seconds: float
     grader_version: str
     notes: tuple[str, ...] = ()
+    output: str = ""  # what the learner's code printed while graded, cut at limits.output_kb

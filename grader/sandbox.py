@@ -1,11 +1,12 @@
 """Run the checks in a child process that may die, and collect what it reports.
 
-The learner's code never runs in the grader's process. Each child gets its own session
-(so it and everything it starts can be killed as a group), resource limits, a temporary
-work dir holding only the learner's modules, and a wall-clock deadline per check. When a
-child dies mid-run (sys.exit, os._exit, a segfault, a timeout), the check it was running is
-charged, and a fresh child carries on with the checks that are left, so a crash in one
-exercise never costs another exercise its points.
+The learner's code never runs in the grader's process. Each child gets its own session,
+resource limits (course.yaml ``limits``), a temporary work dir holding only the learner's
+modules, a wall-clock deadline per check, and a run token in its environment: when its
+grading ends, every process carrying the token (children, grandchildren, daemons that left
+the session) is killed. When a child dies mid-run (sys.exit, os._exit, a segfault, a
+timeout), the check it was running is charged, and a fresh child carries on with the checks
+that are left, so a crash in one exercise never costs another exercise its points.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,9 @@ from grader.results import CheckMode, CheckStatus, DeviceInfo
 from grader.submission import SourceFile
 
 GRACE_S = 10.0  # pytest-timeout (SIGALRM) ends a check first; this catches a child stuck in C code
+WATCH_EVERY_S = 0.25  # how often the process count is checked
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+TOKEN_VAR = "GRADER_RUN_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,25 @@ class SandboxRun:
     device: DeviceInfo | None
     notes: tuple[str, ...]
     children: int
+    output: str  # what the learner's code printed, cut at limits.output_kb
+
+
+@dataclass
+class _Output:
+    """Keeps the first ``limit`` bytes of the child's output and counts the rest."""
+
+    limit: int
+    kept: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = max(self.limit - len(self.kept), 0)
+        self.kept += chunk[:room]
+        self.dropped += max(len(chunk) - room, 0)
+
+    def text(self) -> str:
+        text = self.kept.decode("utf-8", errors="replace")
+        return text + (f"\n[… {self.dropped} more bytes of output cut]" if self.dropped else "")
 
 
 @dataclass
@@ -59,7 +81,7 @@ class _Child:
     """One child process and what it said so far."""
 
     process: subprocess.Popen[bytes]
-    read_fd: int
+    channel: int
     key: bytes
     buffer: bytes = b""
     current: str | None = None
@@ -69,7 +91,7 @@ class _Child:
     done: bool = False
 
 
-def _limits_preexec(limits: Limits) -> Any:
+def _limits_preexec(limits: Limits) -> Callable[[], None]:
     def apply() -> None:
         os.setsid()
         mib = 1024 * 1024
@@ -77,11 +99,46 @@ def _limits_preexec(limits: Limits) -> Any:
             (resource.RLIMIT_AS, limits.memory_mb * mib),
             (resource.RLIMIT_CPU, limits.cpu_seconds),
             (resource.RLIMIT_FSIZE, limits.file_size_mb * mib),
+            (resource.RLIMIT_NPROC, limits.max_processes),  # not enforced for root: see _Watch
             (resource.RLIMIT_CORE, 0),
         ):
-            resource.setrlimit(which, (value, value))
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, (value, value))
+        # A write past the file-size limit then fails with EFBIG in the learner's code (a
+        # result with a message) instead of killing the child with SIGXFSZ.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
     return apply
+
+
+def token_processes(token: str) -> list[int]:
+    """Every process whose environment carries this run's token."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as env:
+                if needle in env.read().split(b"\0"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def kill_everything(pid: int, token: str) -> None:
+    """The child's session, then any process that escaped it but still carries the token."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    for _ in range(20):
+        leftovers = [p for p in token_processes(token) if p != os.getpid()]
+        if not leftovers:
+            return
+        for leftover in leftovers:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(leftover, signal.SIGKILL)
+        time.sleep(0.05)
 
 
 def _write_sources(workdir: Path, sources: Iterable[SourceFile]) -> None:
@@ -89,33 +146,24 @@ def _write_sources(workdir: Path, sources: Iterable[SourceFile]) -> None:
         (workdir / f"{source.module}.py").write_text(source.text, encoding="utf-8")
 
 
-def _spawn(workdir: Path, log: Path, plan: dict[str, Any], device: str, limits: Limits) -> _Child:
+def _spawn(workdir: Path, plan: dict[str, Any], device: str, limits: Limits, token: str) -> _Child:
     read_fd, write_fd = os.pipe()
     key = secrets.token_bytes(32)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
-    env.update(PYTHONPATH=str(PACKAGE_ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0",
-               PYTHONIOENCODING="utf-8", MPLBACKEND="Agg")
+    env.update({"PYTHONPATH": str(PACKAGE_ROOT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", TOKEN_VAR: token})
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
-    with open(log, "ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "grader.child"],
-            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, cwd=workdir, env=env,
-            pass_fds=(write_fd,), preexec_fn=_limits_preexec(limits),
-        )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "grader.child"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=workdir, env=env,
+        pass_fds=(write_fd,), preexec_fn=_limits_preexec(limits),
+    )
     os.close(write_fd)
     assert process.stdin is not None
     process.stdin.write(json.dumps({**plan, "fd": write_fd, "key": key.hex()}).encode() + b"\n")
     process.stdin.close()
     return _Child(process, read_fd, key)
-
-
-def _kill(child: _Child) -> None:
-    try:
-        os.killpg(child.process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    child.process.wait()
 
 
 def run_checks(sources: Mapping[str, SourceFile], checks: list[CheckSpec], *, device: str,
@@ -126,20 +174,21 @@ def run_checks(sources: Mapping[str, SourceFile], checks: list[CheckSpec], *, de
     workdir.mkdir()
     try:
         _write_sources(workdir, sources.values())
-        return _Runner(root, workdir, sources, checks, device, limits).run()
+        return _Runner(workdir, sources, checks, device, limits).run()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 class _Runner:
-    def __init__(self, root: Path, workdir: Path, sources: Mapping[str, SourceFile], checks: list[CheckSpec],
+    def __init__(self, workdir: Path, sources: Mapping[str, SourceFile], checks: list[CheckSpec],
                  device: str, limits: Limits) -> None:
-        self.root, self.workdir, self.sources = root, workdir, sources
+        self.workdir, self.sources = workdir, sources
         self.checks = {c.id: c for c in checks}
         self.device, self.limits = device, limits
         self.outcomes: dict[str, CheckOutcome] = {}
         self.device_info: DeviceInfo | None = None
         self.notes: list[str] = []
+        self.output = _Output(limits.output_kb * 1024)
         self.deadline = time.monotonic() + limits.run_timeout_s
         self.children = 0
 
@@ -165,45 +214,69 @@ class _Runner:
             self.run_child(self.pending())
             self.children += 1
             if len(self.outcomes) == before:  # nothing progressed: never loop forever
-                self.charge_rest("error", "child_failed")
-        return SandboxRun(dict(self.outcomes), self.device_info, tuple(self.notes), self.children)
+                self.charge_rest("error", "child_failed", {"code": "no check started"})
+        return SandboxRun(dict(self.outcomes), self.device_info, tuple(self.notes), self.children,
+                          self.output.text())
 
     def charge_rest(self, status: CheckStatus, message_id: str, params: Mapping[str, str] | None = None) -> None:
         for check in self.pending():
             self.outcomes[check.id] = CheckOutcome(check.id, status, message_id, dict(params or {}))
 
     def run_child(self, pending: list[CheckSpec]) -> None:
-        child = _spawn(self.workdir, self.root / "output.log", self.plan(pending), self.device, self.limits)
+        token = secrets.token_hex(16)
+        child = _spawn(self.workdir, self.plan(pending), self.device, self.limits, token)
+        stdout = child.process.stdout
+        assert stdout is not None
         results: dict[str, CheckOutcome] = {}
         check_deadline = self.deadline
         killed_for: str | None = None
+        open_fds = [child.channel, stdout.fileno()]
+        next_watch = time.monotonic() + WATCH_EVERY_S
         try:
-            while True:
-                wait = min(check_deadline, self.deadline) - time.monotonic()
-                if wait <= 0:
+            while child.channel in open_fds:
+                now = time.monotonic()
+                if now >= min(check_deadline, self.deadline):
                     killed_for = "check_timeout" if check_deadline < self.deadline else "run_timeout"
-                    _kill(child)
                     break
-                ready, _, _ = select.select([child.read_fd], [], [], wait)
-                if not ready:
-                    continue
-                chunk = os.read(child.read_fd, 65536)
-                if not chunk:
-                    break
-                for message in self.messages(child, chunk):
-                    if message.get("event") == "start":
-                        spec = self.checks.get(str(message.get("check")))
-                        check_deadline = time.monotonic() + (spec.timeout_s if spec else 30) + GRACE_S
-                    elif message.get("event") == "result" and message.get("check") in self.checks:
-                        results[message["check"]] = self.outcome(message)
-                        check_deadline = self.deadline
+                if now >= next_watch:
+                    next_watch = now + WATCH_EVERY_S
+                    if len(token_processes(token)) > self.limits.max_processes:
+                        killed_for = "process_limit"
+                        break
+                wait = min(check_deadline, self.deadline, next_watch) - now
+                ready, _, _ = select.select(open_fds, [], [], max(wait, 0.0))
+                for fd in ready:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        open_fds.remove(fd)
+                    elif fd == child.channel:
+                        for message in self.messages(child, chunk):
+                            if message.get("event") == "start":
+                                spec = self.checks.get(str(message.get("check")))
+                                check_deadline = time.monotonic() + (spec.timeout_s if spec else 30) + GRACE_S
+                            elif message.get("event") == "result" and message.get("check") in self.checks:
+                                results[message["check"]] = self.outcome(message)
+                                check_deadline = self.deadline
+                    else:
+                        self.output.add(chunk)
         finally:
-            os.close(child.read_fd)
-            if child.done:
+            if child.done and killed_for is None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.process.wait(timeout=5)
-            _kill(child)  # also whatever it left running in its session
+            kill_everything(child.process.pid, token)
+            child.process.wait()
+            self.drain(stdout)
+            os.close(child.channel)
         self.settle(child, results, killed_for)
+
+    def drain(self, stdout: Any) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while select.select([stdout], [], [], 0)[0]:
+                chunk = os.read(stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                self.output.add(chunk)
+        stdout.close()
 
     def messages(self, child: _Child, chunk: bytes) -> list[dict[str, Any]]:
         child.buffer += chunk
@@ -245,24 +318,27 @@ class _Runner:
             for check_id in results:
                 results[check_id] = CheckOutcome(check_id, "failed", "tampered")
         self.outcomes.update(results)
-        if child.done or not self.pending():
+        if not self.pending() or (child.done and killed_for is None):
             return
-        code = child.process.returncode
-        reason = {"message": killed_for or "child_died", "params": {"code": _describe_exit(code)}}
+        code = _describe_exit(child.process.returncode)
         if child.importing is not None:
-            for ex_id, source in self.sources.items():
-                if source.module == child.importing:
-                    for check in self.pending():
-                        if check.exercise == ex_id:
-                            self.outcomes[check.id] = CheckOutcome(check.id, "error", "died_on_import",
-                                                                   {"code": _describe_exit(code),
-                                                                    "origin": source.origin})
+            self.charge_import(child.importing, code)
         elif child.current is not None and child.current in self.checks:
-            status: CheckStatus = "timeout" if killed_for else "error"
-            self.outcomes[child.current] = CheckOutcome(child.current, status, str(reason["message"]),
-                                                        reason["params"])
+            status: CheckStatus = "timeout" if killed_for in ("check_timeout", "run_timeout") else "error"
+            message = killed_for or "child_died"
+            params = {"code": code, "limit": str(self.limits.max_processes)}
+            self.outcomes[child.current] = CheckOutcome(child.current, status, message, params)
         if killed_for == "run_timeout":
             self.charge_rest("timeout", "run_timeout")
+
+    def charge_import(self, module: str, code: str) -> None:
+        for ex_id, source in self.sources.items():
+            if source.module != module:
+                continue
+            for check in self.pending():
+                if check.exercise == ex_id:
+                    self.outcomes[check.id] = CheckOutcome(check.id, "error", "died_on_import",
+                                                           {"code": code, "origin": source.origin})
 
 
 def _describe_exit(code: int | None) -> str:

@@ -71,7 +71,7 @@ def score_exercise(exercise: Exercise, outcomes: Mapping[str, CheckOutcome], lan
 
 def build_report(course: Course, submission: Submission, exercises: tuple[Exercise, ...],
                  outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: str, seconds: float,
-                 version: str, notes: tuple[str, ...] = ()) -> Report:
+                 version: str, notes: tuple[str, ...] = (), output: str = "") -> Report:
     scored = tuple(score_exercise(ex, outcomes, lang) for ex in exercises)
     return Report(
         learner=submission.learner,
@@ -84,4 +84,5 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
         grading_seconds=round(seconds, 2),
         grader_version=version,
         notes=notes,
+        output=output,
     )

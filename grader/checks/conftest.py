@@ -10,22 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import contextlib
+
 import pytest
 import torch
 
 from grader.checks.support.devices import Accelerator, open_accelerator
 from grader.checks.support.learner import LearnerModule, SourceInfo
+from grader.checks.support.outcomes import LearnerRaised
 
+PLUGIN_NAME = "grader-channel"  # registered under this name by grader/child.py
 _MODULES: dict[str, LearnerModule] = {}
 _NUM_THREADS = torch.get_num_threads()
 
 
 def _plan(config: pytest.Config) -> dict[str, Any]:
-    plugin = config.pluginmanager.get_plugin("grader-channel")
+    plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if plugin is None:
-        for candidate in config.pluginmanager.get_plugins():
-            if hasattr(candidate, "plan"):
-                return candidate.plan  # type: ignore[no-any-return]
         raise RuntimeError("the checks run only inside the grader's sandbox (grader.child)")
     return plugin.plan  # type: ignore[no-any-return]
 
@@ -39,8 +40,16 @@ def _learner(config: pytest.Config, exercise: str) -> LearnerModule:
     return _MODULES[exercise]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def learner_modules_imported(pytestconfig: pytest.Config) -> None:
+    """Import every learner module first, so that clean_torch_state undoes what imports changed."""
+    for exercise in _plan(pytestconfig)["sources"]:
+        with contextlib.suppress(LearnerRaised):
+            _learner(pytestconfig, exercise).load()
+
+
 @pytest.fixture(autouse=True)
-def clean_torch_state() -> Iterator[None]:
+def clean_torch_state(learner_modules_imported: None) -> Iterator[None]:
     """Whatever the learner's import changed, each check starts from PyTorch's defaults."""
     torch.set_default_dtype(torch.float32)
     torch.set_grad_enabled(True)

@@ -65,12 +65,16 @@ class LearnerModule:
     def __init__(self, source: SourceInfo) -> None:
         self._source = source
         self._module: ModuleType | None = None
+        self._error: LearnerRaised | None = None
 
     @property
     def source(self) -> SourceInfo:
         return self._source
 
     def load(self) -> ModuleType:
+        """Import once; an import that failed fails the same way for every later check."""
+        if self._error is not None:
+            raise self._error
         if self._module is None:
             _tell("importing", self._source.module)
             try:
@@ -80,7 +84,8 @@ class LearnerModule:
                 raise
             except BaseException as exc:  # noqa: BLE001 - any failure of learner code is a result
                 sys.modules.pop(self._source.module, None)
-                raise LearnerRaised(exc, learner_location(exc, self._source), "import") from None
+                self._error = LearnerRaised(exc, learner_location(exc, self._source), "import")
+                raise self._error from None
         return self._module
 
     def value(self, name: str) -> Any:
