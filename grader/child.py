@@ -164,7 +164,7 @@ def main() -> int:
     learner.import_listener = lambda event, module: plugin.send({"event": event, "module": module})
     plugin.send({"event": "device", **describe_device(plan.get("device", "auto"))})
     args = [
-        "-s", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:stepwise",
+        "-s", "-p", "pytest_timeout", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:stepwise",
         "--rootdir", CHECKS_DIR, "-c", os.path.join(CHECKS_DIR, "pytest.ini"),
         *[os.path.join(CHECKS_DIR, c["nodeid"]) for c in plan["checks"]],
         os.path.join(CHECKS_DIR, CANARY),

@@ -151,7 +151,10 @@ def _spawn(workdir: Path, plan: dict[str, Any], device: str, limits: Limits, tok
     key = secrets.token_bytes(32)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     env.update({"PYTHONPATH": str(PACKAGE_ROOT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", TOKEN_VAR: token})
+                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", TOKEN_VAR: token,
+                # Only the plugins the checks need (child.py loads pytest-timeout): whatever else is
+                # installed (Colab has many) neither slows the child nor changes how checks run.
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     process = subprocess.Popen(
@@ -245,6 +248,8 @@ class _Runner:
                         break
                 wait = min(check_deadline, self.deadline, next_watch) - now
                 ready, _, _ = select.select(open_fds, [], [], max(wait, 0.0))
+                if not ready and child.process.poll() is not None:
+                    break  # the child is gone; whatever it forked may hold the pipes open
                 for fd in ready:
                     chunk = os.read(fd, 65536)
                     if not chunk:
@@ -259,6 +264,8 @@ class _Runner:
                                 check_deadline = self.deadline
                     else:
                         self.output.add(chunk)
+                if child.done:
+                    break
         finally:
             if child.done and killed_for is None:
                 with contextlib.suppress(subprocess.TimeoutExpired):

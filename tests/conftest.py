@@ -79,3 +79,18 @@ def copy_solutions(tmp_path: Path, name: str, *, only: tuple[str, ...] | None = 
 
 def solution_text(ex_id: str) -> str:
     return (SOLUTIONS / f"{MODULES[ex_id]}.py").read_text(encoding="utf-8")
+
+
+def course_with(tmp_path: Path, replacements: dict[str, str]) -> Path:
+    """A copy of course.yaml in tmp_path with some lines changed (limits, timeouts)."""
+    text = (ROOT / "course.yaml").read_text(encoding="utf-8")
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    for name in ("exercises", "solutions"):
+        link = tmp_path / name
+        if not link.exists():
+            link.symlink_to(ROOT / name)
+    course = tmp_path / "course.yaml"
+    course.write_text(text, encoding="utf-8")
+    return course

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 from nbformat import v4
 
-from tests.conftest import Graded, copy_solutions, folder_with, run_cli, solution_text
+from tests.conftest import Graded, copy_solutions, course_with, folder_with, run_cli, solution_text
 
 CRASH_ROUNDTRIP = '''
 import os
@@ -112,13 +112,7 @@ def test_exit_at_import_charges_only_that_file(tmp_path: Path, grade: Callable[.
 
 def test_endless_loop_times_out(tmp_path: Path, grade: Callable[..., Graded]) -> None:
     folder = folder_with(tmp_path, "loop", {"ex3_roundtrip": "def roundtrip(x, device):\n    while True:\n        pass\n"})
-    course = tmp_path / "course.yaml"
-    from tests.conftest import ROOT
-
-    text = (ROOT / "course.yaml").read_text(encoding="utf-8").replace("check_timeout_s: 30", "check_timeout_s: 3")
-    for name in ("exercises", "solutions"):
-        (tmp_path / name).symlink_to(ROOT / name)
-    course.write_text(text, encoding="utf-8")
+    course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 3"})
     graded = grade(folder, "--course", str(course))
     check = graded.check("ex3.roundtrip_values")
     assert check["status"] == "timeout", check

@@ -16,7 +16,7 @@ def test_fp32_losses(ex5: LearnerModule, accel: Callable[..., Accelerator]) -> N
     model, inputs, targets = make_problem(64, 8, 32, 3)
     expected = reference_fp32(model, inputs, targets, STEPS)
     with accel() as acc:
-        losses = train(ex5, model, inputs, targets, acc.device, STEPS, None)
+        losses = train(ex5, model, inputs, targets, acc.device, STEPS, None, strict=True)
     for got, want in zip(losses, expected):
         if abs(got - want) > 1e-4 * max(1.0, abs(want)):
             fail("ex5.fp32_mismatch", got=f"{got:.5f}", expected=f"{want:.5f}")

@@ -79,18 +79,26 @@ def watch_amp(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScalerCalls]:
 
 
 def train(ex5: LearnerModule, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
-          device: torch.device, steps: int, amp_dtype: torch.dtype | None) -> list[float]:
-    """Run the learner's loop; a placement mistake or a wrong return type becomes its message."""
+          device: torch.device, steps: int, amp_dtype: torch.dtype | None, *, strict: bool = False) -> list[float]:
+    """Run the learner's loop; a placement mistake or a wrong return type becomes its message.
+
+    Only ``strict`` callers (the FP32 check) charge losses returned as tensors: the other
+    checks read them as floats, so that one mistake does not cost the whole exercise.
+    """
     try:
         losses = ex5.train_steps(model, inputs, targets, device, steps=steps, amp_dtype=amp_dtype)
     except LearnerRaised as raised:
         if PLACEMENT_ERROR in raised.exc_text:
+            if next(model.parameters()).device.type != device.type:
+                fail("ex5.model_not_moved", got=next(model.parameters()).device.type, expected=device.type)
             fail("ex5.data_not_moved", where=raised.where)
         raise
     if not isinstance(losses, list) or len(losses) != steps:
         fail("ex5.not_list", got=repr(losses)[:60], steps=steps)
     if any(isinstance(v, torch.Tensor) for v in losses):
-        fail("ex5.loss_tensor")
+        if strict:
+            fail("ex5.loss_tensor")
+        losses = [v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for v in losses]
     if not all(is_number(v) for v in losses):
         fail("ex5.not_floats", got=repr(losses[:2])[:60])
     return [float(v) for v in losses]

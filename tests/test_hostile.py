@@ -1,0 +1,164 @@
+"""Hostile and broken submissions: each gets an honest report, in bounded time, and leaves
+nothing behind (issue: resource limits, cleanup, tamper resistance)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import ROOT, Graded, copy_solutions, course_with, folder_with, solution_text
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as status:
+            return not any(line.startswith("State:") and "Z" in line for line in status)
+    except OSError:
+        return False
+
+
+def test_memory_grab_is_a_memory_limit_result(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    grab = "import torch\n\ndef roundtrip(x, device):\n    return torch.empty(8 * 2**30 // 4)\n"
+    graded = grade(folder_with(tmp_path, "greedy", {"ex3_roundtrip": grab}))
+    check = graded.check("ex3.roundtrip_values")
+    assert check["status"] == "error"
+    assert "memory limit" in check["message"]
+
+
+def test_background_processes_are_gone_after_grading(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    pids = tmp_path / "pids.txt"
+    spawner = f'''
+import os, subprocess, sys
+procs = [subprocess.Popen(["sleep", "300"]), subprocess.Popen(["sleep", "300"], start_new_session=True)]
+if os.fork() == 0:            # a daemon: double fork, new session
+    os.setsid()
+    if os.fork() == 0:
+        with open({str(pids)!r}, "a") as f:
+            f.write(f"{{os.getpid()}}\\n")
+        import time
+        time.sleep(300)
+    os._exit(0)
+with open({str(pids)!r}, "a") as f:
+    f.write("".join(f"{{p.pid}}\\n" for p in procs))
+''' + solution_text("ex1")
+    graded = grade(folder_with(tmp_path, "spawner", {"ex1_device": spawner}))
+    assert graded.exercise("ex1")["status"] == "passed"
+    time.sleep(0.5)
+    started = [int(line) for line in pids.read_text().split()]
+    assert len(started) == 3
+    assert [pid for pid in started if _alive(pid)] == []
+
+
+def test_stuck_child_is_killed_after_its_timeout(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    stuck = '''
+import signal, subprocess, time
+
+def roundtrip(x, device):
+    subprocess.Popen(["sleep", "300"])
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})   # pytest-timeout cannot fire
+    while True:
+        time.sleep(0.1)
+'''
+    course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 2"})
+    started = time.monotonic()
+    graded = grade(folder_with(tmp_path, "stuck", {"ex3_roundtrip": stuck}), "--course", str(course))
+    assert time.monotonic() - started < 120
+    assert graded.check("ex3.roundtrip_values")["status"] == "timeout"
+    # the next checks ran in a fresh child: to_numpy is simply not attempted
+    assert graded.check("ex3.to_numpy_cpu")["status"] == "not_attempted"
+
+
+def test_output_flood_is_cut(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    flood = "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * 1_000_000)\n" + solution_text("ex1")
+    graded = grade(folder_with(tmp_path, "flood", {"ex1_device": flood}))
+    assert graded.report is not None
+    assert graded.exercise("ex1")["status"] == "passed"
+    assert len(graded.report["output"]) < 300_000
+    assert "more bytes of output cut" in graded.report["output"]
+
+
+def test_big_file_hits_the_file_size_limit(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    writer = '''
+def roundtrip(x, device):
+    with open("big.bin", "wb") as f:
+        for _ in range(20):
+            f.write(b"0" * 1_000_000)
+    return x * 2 + 1
+'''
+    course = course_with(tmp_path, {"file_size_mb: 256": "file_size_mb: 5"})
+    graded = grade(folder_with(tmp_path, "writer", {"ex3_roundtrip": writer}), "--course", str(course))
+    check = graded.check("ex3.roundtrip_values")
+    assert check["status"] == "error"
+    assert "size limit" in check["message"]
+
+
+def test_too_many_processes(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    forker = '''
+import subprocess, time
+
+def roundtrip(x, device):
+    procs = [subprocess.Popen(["sleep", "60"]) for _ in range(40)]
+    time.sleep(5)
+    return x * 2 + 1
+'''
+    course = course_with(tmp_path, {"max_processes: 256": "max_processes: 16"})
+    graded = grade(folder_with(tmp_path, "forker", {"ex3_roundtrip": forker}), "--course", str(course))
+    check = graded.check("ex3.roundtrip_values")
+    assert check["status"] == "error"
+    assert "more than 16 processes" in check["message"]
+
+
+def test_patched_comparisons_and_grader_modules_do_not_help(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    cheat = '''
+import torch, numpy
+import grader.checks.support.outcomes as outcomes
+import grader.checks.support.trusted as trusted
+torch.equal = lambda *a, **k: True
+torch.allclose = lambda *a, **k: True
+torch.testing.assert_close = lambda *a, **k: None
+numpy.array_equal = lambda *a, **k: True
+outcomes.fail = lambda *a, **k: None
+trusted.equal = lambda *a, **k: True
+
+def roundtrip(x, device):
+    return x            # wrong: no arithmetic
+
+def to_numpy(t):
+    return numpy.zeros(1)   # wrong values
+'''
+    graded = grade(folder_with(tmp_path, "cheat", {"ex3_roundtrip": cheat}))
+    assert graded.check("ex3.roundtrip_values")["status"] == "failed"
+    assert graded.check("ex3.to_numpy_cpu")["status"] == "failed"
+    assert graded.exercise("ex3")["score"] <= 4.0  # at most the checks this wrong code really passes
+
+
+def test_global_state_changes_at_import_are_undone(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    prelude = (
+        "import torch\n"
+        "torch.set_default_dtype(torch.float64)\n"
+        "torch.set_grad_enabled(False)\n"
+        "torch.manual_seed(1234)\n"
+        "torch.set_num_threads(1)\n"
+    )
+    folder = tmp_path / "globals"
+    folder.mkdir()
+    for module in ("ex3_roundtrip", "ex5_amp"):
+        (folder / f"{module}.py").write_text(prelude + (ROOT / "solutions" / f"{module}.py").read_text(), "utf-8")
+    graded = grade(folder)
+    assert graded.exercise("ex3")["status"] == "passed", graded.exercise("ex3")
+    assert graded.exercise("ex5")["status"] == "passed", graded.exercise("ex5")
+
+
+def test_deleting_files_cannot_damage_the_grader(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    vandal = "import os, shutil\nshutil.rmtree(os.path.abspath('..'), ignore_errors=True)\n" + solution_text("ex1")
+    folder = copy_solutions(tmp_path, "vandal", only=("ex3",))
+    (folder / "ex1_device.py").write_text(vandal, encoding="utf-8")
+    before = sorted(p.name for p in (ROOT / "grader" / "checks").iterdir())
+    graded = grade(folder)
+    assert graded.report is not None
+    assert graded.exercise("ex3")["status"] == "passed"
+    assert sorted(p.name for p in (ROOT / "grader" / "checks").iterdir()) == before
+    assert (folder / "ex1_device.py").exists()  # the submission itself is never the work dir
+    assert os.path.exists(ROOT / "course.yaml")
