@@ -1,12 +1,14 @@
 """Run the checks in a child process that may die, and collect what it reports.
 
 The learner's code never runs in the grader's process. Each child gets its own session,
-resource limits (course.yaml ``limits``), a temporary work dir holding only the learner's
-modules, a wall-clock deadline per check, and a run token in its environment: when its
-grading ends, every process carrying the token (children, grandchildren, daemons that left
-the session) is killed. When a child dies mid-run (sys.exit, os._exit, a segfault, a
-timeout), the check it was running is charged, and a fresh child carries on with the checks
-that are left, so a crash in one exercise never costs another exercise its points.
+resource limits (course.yaml ``limits``), an empty temporary work dir, a wall-clock
+deadline per check, and a run token in its environment: when its grading ends, every
+process carrying the token (children, grandchildren, daemons that left the session) is
+killed. The learner's modules travel in the plan, not as files, so code that deletes its
+work dir cannot spoil another file's import. When a child dies mid-run (sys.exit,
+os._exit, a segfault, a timeout), the check it was running is charged, and a fresh child
+carries on with the checks that are left, so a crash in one exercise never costs another
+exercise its points.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from grader.course import CheckSpec, Limits
 from grader.results import CheckMode, CheckStatus, DeviceInfo
 from grader.submission import SourceFile
 
-GRACE_S = 10.0  # pytest-timeout (SIGALRM) ends a check first; this catches a child stuck in C code
+GRACE_S = 3.0  # pytest-timeout (SIGALRM) ends a check first; this catches a child stuck in C code
 WATCH_EVERY_S = 0.25  # how often the process count is checked
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 TOKEN_VAR = "GRADER_RUN_TOKEN"
@@ -141,11 +143,6 @@ def kill_everything(pid: int, token: str) -> None:
         time.sleep(0.05)
 
 
-def _write_sources(workdir: Path, sources: Iterable[SourceFile]) -> None:
-    for source in {s.module: s for s in sources}.values():
-        (workdir / f"{source.module}.py").write_text(source.text, encoding="utf-8")
-
-
 def _spawn(workdir: Path, plan: dict[str, Any], device: str, limits: Limits, token: str) -> _Child:
     read_fd, write_fd = os.pipe()
     key = secrets.token_bytes(32)
@@ -176,7 +173,6 @@ def run_checks(sources: Mapping[str, SourceFile], checks: list[CheckSpec], *, de
     workdir = root / "work"
     workdir.mkdir()
     try:
-        _write_sources(workdir, sources.values())
         return _Runner(workdir, sources, checks, device, limits).run()
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -203,7 +199,8 @@ class _Runner:
         return {
             "workdir": str(self.workdir),
             "device": self.device,
-            "sources": {ex: {"module": s.module, "origin": s.origin, "cell_of_line": list(s.cell_of_line)}
+            "sources": {ex: {"module": s.module, "origin": s.origin, "cell_of_line": list(s.cell_of_line),
+                             "text": s.text}
                         for ex, s in self.sources.items() if ex in wanted},
             "checks": [{"id": c.id, "nodeid": c.nodeid, "timeout_s": c.timeout_s} for c in pending],
         }

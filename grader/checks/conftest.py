@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import contextlib
+import os
 
 import pytest
 import torch
@@ -34,9 +35,10 @@ def _plan(config: pytest.Config) -> dict[str, Any]:
 def _learner(config: pytest.Config, exercise: str) -> LearnerModule:
     if exercise not in _MODULES:
         source = _plan(config)["sources"][exercise]
-        _MODULES[exercise] = LearnerModule(
-            SourceInfo(source["module"], source["origin"], tuple(source.get("cell_of_line", ())))
-        )
+        _MODULES[exercise] = LearnerModule(SourceInfo(
+            source["module"], source["origin"], tuple(source.get("cell_of_line", ())),
+            source["text"], os.path.join(_plan(config)["workdir"], f"{source['module']}.py"),
+        ))
     return _MODULES[exercise]
 
 

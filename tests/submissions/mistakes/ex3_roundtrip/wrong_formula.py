@@ -6,7 +6,7 @@
 Bài học: mục "Di chuyển tensor" (`tensor.to()` không in-place, phải gán lại) và
 "NumPy chỉ ở CPU" (phải `.cpu().numpy()`).
 Như bước 3 của phần "Bài tập": lấy `x = torch.arange(10)`, chuyển sang device bằng
-`.to(device)`, tính `x * 2 + 2` trên device, rồi chuyển kết quả về CPU.
+`.to(device)`, tính `x * 2 + 1` trên device, rồi chuyển kết quả về CPU.
 
 - `roundtrip(x, device)`: làm đúng chuỗi trên và trả kết quả về CPU.
 - `to_numpy(t)`: đổi một tensor bất kỳ (trên GPU, cần grad…) sang NumPy.
@@ -42,7 +42,7 @@ def roundtrip(x: torch.Tensor, device: torch.device) -> torch.Tensor:
     Remember: `tensor.to(device)` is not in-place — assign its result.
     """
     y = x.to(device)  # a new tensor (or x itself when already there): x is untouched
-    y = y * 2 + 1  # runs on `device`, and creates a new tensor
+    y = y * 2 + 2  # runs on `device`, and creates a new tensor
     return y.to("cpu", dtype=x.dtype)
 
 
