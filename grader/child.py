@@ -19,7 +19,7 @@ import pytest
 
 from grader.channel import Writer
 from grader.checks.support import learner
-from grader.checks.support.devices import real_accelerator_type
+from grader.checks.support.devices import apply_gpu_share, real_accelerator_type
 from grader.checks.support.outcomes import CheckFailed, LearnerRaised, NotAttempted
 
 CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
@@ -163,6 +163,7 @@ def main() -> int:
     plugin = ChannelPlugin(plan, writer)
     learner.import_listener = lambda event, module: plugin.send({"event": event, "module": module})
     plugin.send({"event": "device", **describe_device(plan.get("device", "auto"))})
+    apply_gpu_share()
     args = [
         "-s", "-p", "pytest_timeout", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:stepwise",
         "--rootdir", CHECKS_DIR, "-c", os.path.join(CHECKS_DIR, "pytest.ini"),

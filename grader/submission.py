@@ -24,9 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import nbformat
-import nbformat.reader
-
 from grader.errors import GraderError
 
 ProblemKind = Literal["syntax_error", "empty", "undecodable", "bad_notebook", "unsupported"]
@@ -218,6 +215,10 @@ def _notebook_code_cells(text: str, origin: str) -> list[list[str]] | LoadProble
     for cell in data["cells"]:
         if isinstance(cell, dict):
             cell.setdefault("metadata", {})
+    # Imported here: grading .py files needs no nbformat (the GPU validation machine has none).
+    import nbformat
+    import nbformat.reader
+
     try:
         # nbformat.reads() would also validate and log every schema slip of a Colab
         # notebook; reading and converting is all this stage needs. Its warnings (missing

@@ -13,19 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from grader.course import load_course
 from grader.messages import catalog
-from tests.conftest import MODULES, STYLES, Graded
+from tests.conftest import MODULES, Graded
+from tests.submissions.catalog import Mistake, mistakes
 
-MISTAKES = sorted((STYLES / "mistakes").glob("*/*.py"))
-EXERCISE_OF = {module: ex for ex, module in MODULES.items()}
-
-
-def header(path: Path) -> dict[str, str]:
-    fields = {}
-    for line in path.read_text(encoding="utf-8").splitlines()[:3]:
-        key, _, value = line.removeprefix("# ").partition(":")
-        fields[key.strip()] = value.strip()
-    return fields
+MISTAKES = mistakes()
 
 
 def static_prefix(message_id: str) -> str:
@@ -34,29 +27,21 @@ def static_prefix(message_id: str) -> str:
 
 
 def test_catalog_covers_every_check() -> None:
-    declared = {c.strip() for path in MISTAKES for c in header(path)["fails"].split(",")}
-    from grader.course import load_course
-
+    declared = {check for mistake in MISTAKES for check in mistake.fails}
     assert {c.id for c in load_course().checks} - declared == set()
 
 
-@pytest.mark.parametrize("path", MISTAKES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_mistake_loses_exactly_its_checks(path: Path, tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    fields = header(path)
-    module = path.parent.name
-    ex_id = EXERCISE_OF[module]
-    expected = {c.strip() for c in fields["fails"].split(",")}
-    folder = tmp_path / path.stem
+@pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.name)
+def test_mistake_loses_exactly_its_checks(mistake: Mistake, tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    folder = tmp_path / mistake.path.stem
     folder.mkdir()
-    shutil.copy(path, folder / f"{module}.py")
+    shutil.copy(mistake.path, folder / f"{mistake.module}.py")
     graded = grade(folder)
     assert graded.code == 0, graded.stderr
-    assert graded.lost(ex_id) == expected, [
-        (c["id"], c["status"], c["message"]) for c in graded.exercise(ex_id)["checks"] if c["status"] != "passed"
-    ]
-    first = graded.check(sorted(expected, key=lambda c: list(expected).index(c))[0])
-    first_declared = fields["fails"].split(",")[0].strip()
-    message = graded.check(first_declared)["message"]
-    assert message.startswith(static_prefix(fields["message"])), (first["id"], message)
-    others = [ex for ex in MODULES if ex != ex_id]
+    lost = [(c["id"], c["status"], c["message"]) for c in graded.exercise(mistake.exercise)["checks"]
+            if c["status"] != "passed"]
+    assert graded.lost(mistake.exercise) == set(mistake.fails), lost
+    message = graded.check(mistake.fails[0])["message"]
+    assert message.startswith(static_prefix(mistake.message)), message
+    others = [ex for ex in MODULES if ex != mistake.exercise]
     assert all(graded.exercise(ex)["status"] == "not_attempted" for ex in others)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from grader.checks.support.learner import LearnerModule
@@ -11,27 +9,18 @@ from grader.checks.support.outcomes import NotAttempted, fail
 from grader.checks.support.trusted import is_number
 
 CHOICES = "ABCD"
-PLAUSIBLE_FACTOR = 100.0
-
-
-def _own_matmul_seconds(n: int, repeats: int = 5) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    return (time.perf_counter() - start) / repeats
+# A 512x512 float32 matmul on this 2-core CPU: 2.5 ms warm, 7 ms cold, 10 ms at load 4.5
+# (measured). Anything from 0 to 1 s is a time in seconds; a time in milliseconds reads
+# >= 2.5, so a learner who returns ms is caught with a 100x margin either way.
+N = 512
+MAX_SECONDS = 1.0
 
 
 def test_time_matmul_returns_seconds(ex2: LearnerModule, cpu: torch.device) -> None:
-    seconds = ex2.time_matmul(128, cpu, repeats=2)
+    seconds = ex2.time_matmul(N, cpu, repeats=2)
     if isinstance(seconds, torch.Tensor) or not is_number(seconds):
         fail("ex2.not_seconds", got=repr(seconds)[:60])
-    # Against the grader's own timing of the same matmul: seconds agree within a few x even
-    # on a loaded machine (measured here: 0.3x-4x under a 2-core busy loop); a value in
-    # milliseconds is 1000x off. The 100x window only rules out wrong units and nonsense.
-    own = _own_matmul_seconds(128)
-    if not own / PLAUSIBLE_FACTOR < float(seconds) < max(own * PLAUSIBLE_FACTOR, 1e-3):
+    if not 0 < float(seconds) < MAX_SECONDS:
         fail("ex2.implausible_seconds", got=seconds)
 
 

@@ -9,6 +9,7 @@ emulation itself.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import timeit
 from collections.abc import Callable, Iterator
@@ -32,6 +33,22 @@ class Accelerator(Protocol):
     def live_bytes(self) -> int: ...
     def __enter__(self) -> Accelerator: ...
     def __exit__(self, *exc: object) -> None: ...
+
+
+GPU_SHARE_VAR = "GRADER_GPU_SHARE"
+
+
+def gpu_share() -> float:
+    """The fraction of the GPU's memory this grading process may use (batch workers split it)."""
+    try:
+        return min(max(float(os.environ.get(GPU_SHARE_VAR, "1")), 0.05), 1.0)
+    except ValueError:
+        return 1.0
+
+
+def apply_gpu_share() -> None:
+    if torch.cuda.is_available() and gpu_share() < 1.0:
+        torch.cuda.set_per_process_memory_fraction(gpu_share())
 
 
 def real_accelerator_type() -> str | None:
@@ -107,10 +124,15 @@ class RealAccelerator:
         self._backend.synchronize()
         self._backend.empty_cache()
         if self.budget is not None and self.mode == "cuda":
+            # The OOM exercise then fails in seconds and never starves other GPU users.
             total = torch.cuda.get_device_properties(self.device).total_memory
-            fraction = min(1.0, (torch.cuda.memory_allocated() + self.budget) / total)
+            fraction = min(gpu_share(), (torch.cuda.memory_allocated() + self.budget) / total)
             torch.cuda.set_per_process_memory_fraction(fraction)
-            self._stack.callback(torch.cuda.set_per_process_memory_fraction, 1.0)
+            self._stack.callback(torch.cuda.set_per_process_memory_fraction, gpu_share())
+        elif self.budget is not None and self.mode == "mps":  # untested: no Mac has run this yet
+            limit = torch.mps.recommended_max_memory()
+            torch.mps.set_per_process_memory_fraction((torch.mps.current_allocated_memory() + self.budget) / limit)
+            self._stack.callback(torch.mps.set_per_process_memory_fraction, 0.0)
         self._stack.enter_context(self._patched())
         self._stack.enter_context(_MatmulRecorder(self))
         return self

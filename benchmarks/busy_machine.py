@@ -1,0 +1,74 @@
+"""A correct submission never loses a point because the machine is busy.
+
+    python benchmarks/busy_machine.py [--repeats 20] [--load N]
+
+Keeps N processes (default: one per core) spinning while it grades each correct style
+(solutions, lesson style, modern style) ``--repeats`` times, one after another, and prints
+the points each style lost. The count must be zero: timing and memory checks on the stand-in
+are deterministic, and those on the real CPU use margins measured for a loaded machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grader.course import load_course  # noqa: E402
+from grader.grading import grade  # noqa: E402
+from tests.submissions.catalog import CORRECT_STYLES  # noqa: E402
+
+
+def _spin(stop: multiprocessing.synchronize.Event) -> None:
+    x = 0
+    while not stop.is_set():
+        for _ in range(100_000):
+            x += 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--load", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args()
+    course = load_course()
+    stop = multiprocessing.Event()
+    spinners = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True) for _ in range(args.load)]
+    for spinner in spinners:
+        spinner.start()
+    work = Path(tempfile.mkdtemp(prefix="busy-"))
+    lost_total = 0
+    try:
+        print(f"{args.load} busy processes on {os.cpu_count()} cores; {args.repeats} gradings per style")
+        for name, source in CORRECT_STYLES.items():
+            folder = work / name
+            shutil.copytree(source, folder)
+            lost, seconds, failures = 0.0, [], set()
+            for _ in range(args.repeats):
+                started = time.monotonic()
+                report = grade(folder, course, lang="en")
+                seconds.append(time.monotonic() - started)
+                lost += report.max_score - report.score
+                failures |= {c.id for ex in report.exercises for c in ex.checks if c.status != "passed"}
+            lost_total += int(lost)
+            print(f"{name:13s} lost {lost:5.1f} points over {args.repeats} runs; "
+                  f"{min(seconds):.1f}-{max(seconds):.1f} s a grading; failing: {sorted(failures) or '-'}")
+    finally:
+        stop.set()
+        for spinner in spinners:
+            spinner.join()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"lost points in total: {lost_total}")
+    return 0 if lost_total == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Grade every known submission on the real GPU and print one table.
+
+    python benchmarks/validate_gpu.py [--device cuda] [--workers 4] [--out docs/gpu-validation.md]
+
+Grades the reference solutions, the two other correct styles, the stubs and every file of
+the mistake catalog (tests/submissions/mistakes) with ``--device cuda``, and compares each
+outcome with what the tests expect on the CPU. Needs only torch, pytest, pytest-timeout and
+pyyaml on the GPU machine (no nbformat: only .py submissions are graded here). Exit status 1
+when any outcome differs from the expectation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grader.course import load_course  # noqa: E402
+from grader.grading import grade  # noqa: E402
+from grader.results import Report  # noqa: E402
+from tests.submissions.catalog import CORRECT_STYLES, Mistake, mistakes  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Row:
+    submission: str
+    expected: str
+    outcome: str
+    seconds: float
+    modes: str
+
+    @property
+    def ok(self) -> bool:
+        return self.expected == self.outcome
+
+
+def _lost(report: Report, exercise: str | None = None) -> list[str]:
+    return sorted(c.id for ex in report.exercises if exercise in (None, ex.id) for c in ex.checks
+                  if c.status != "passed")
+
+
+def _modes(report: Report) -> str:
+    return ",".join(sorted({str(c.mode) for ex in report.exercises for c in ex.checks if c.mode}))
+
+
+def _grade_correct(name: str, source: Path, device: str, work: Path) -> Row:
+    folder = work / name
+    shutil.copytree(source, folder)
+    started = time.monotonic()
+    report = grade(folder, load_course(), device=device, lang="en")
+    outcome = "100" if not _lost(report) else f"{report.score:g}: lost {', '.join(_lost(report))}"
+    return Row(name, "100", outcome, time.monotonic() - started, _modes(report))
+
+
+def _grade_stubs(device: str, work: Path) -> Row:
+    folder = work / "stubs"
+    shutil.copytree(ROOT / "exercises", folder)
+    started = time.monotonic()
+    report = grade(folder, load_course(), device=device, lang="en")
+    statuses = {ex.status for ex in report.exercises}
+    return Row("stubs", "0, not_attempted", f"{report.score:g}, {','.join(sorted(statuses))}",
+               time.monotonic() - started, _modes(report))
+
+
+def _grade_mistake(mistake: Mistake, device: str, work: Path) -> Row:
+    folder = work / mistake.name.replace("/", "__")
+    folder.mkdir()
+    shutil.copy(mistake.path, folder / f"{mistake.module}.py")
+    started = time.monotonic()
+    report = grade(folder, load_course(), device=device, lang="en", exercises=[mistake.exercise])
+    lost = _lost(report, mistake.exercise)
+    return Row(mistake.name, "lose " + ", ".join(sorted(mistake.fails)), "lose " + ", ".join(lost),
+               time.monotonic() - started, _modes(report))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=("cuda", "mps", "auto", "cpu"))
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=None, help="also write the table as Markdown here")
+    args = parser.parse_args()
+    # Each worker's grading child gets its share of the GPU's memory (see devices.gpu_share).
+    os.environ["GRADER_GPU_SHARE"] = f"{1 / max(args.workers, 1):.3f}"
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
+    work = Path(tempfile.mkdtemp(prefix="gpu-validation-"))
+    started = time.monotonic()
+    try:
+        with ThreadPoolExecutor(args.workers) as pool:
+            jobs = [pool.submit(_grade_correct, name, path, args.device, work) for name, path in CORRECT_STYLES.items()]
+            jobs.append(pool.submit(_grade_stubs, args.device, work))
+            jobs += [pool.submit(_grade_mistake, m, args.device, work) for m in mistakes()]
+            rows = [job.result() for job in jobs]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    lines = [
+        f"GPU validation, {time.strftime('%Y-%m-%d')}: {gpu}, torch {torch.__version__}, "
+        f"Python {platform.python_version()}, --device {args.device}, {time.monotonic() - started:.0f} s",
+        "",
+        "| submission | expected | outcome | ok | time (s) | modes |",
+        "|---|---|---|---|---|---|",
+        *(f"| {r.submission} | {r.expected} | {r.outcome} | {'yes' if r.ok else '**NO**'} | {r.seconds:.1f} | {r.modes} |"
+          for r in rows),
+        "",
+        f"{sum(r.ok for r in rows)} passed, {sum(not r.ok for r in rows)} failed",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return 0 if all(r.ok for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
