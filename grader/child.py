@@ -126,13 +126,20 @@ def describe_device(forced: str) -> dict[str, Any]:
 
 
 class _Registrar:
-    """Registers the channel plugin under the name the checks' conftest looks up."""
+    """Registers the channel plugin under the name the checks' conftest looks up, and
+    gives pytest's terminal reporter a sink of its own (pytest-timeout needs the reporter,
+    the learner's output should not hold pytest's progress dots)."""
 
-    def __init__(self, plugin: ChannelPlugin) -> None:
+    def __init__(self, plugin: ChannelPlugin, stdout: Any) -> None:
         self._plugin = plugin
+        self._stdout = stdout
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.pluginmanager.register(self._plugin, PLUGIN_NAME)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        sys.stdout = self._stdout  # the reporter holds the sink; the learner prints to stdout
 
 
 def _install_notebook_stubs() -> None:
@@ -165,12 +172,13 @@ def main() -> int:
     plugin.send({"event": "device", **describe_device(plan.get("device", "auto"))})
     apply_gpu_share()
     args = [
-        "-s", "-p", "pytest_timeout", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:stepwise",
+        "-s", "-q", "--no-header", "--tb=no", "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:stepwise",
         "--rootdir", CHECKS_DIR, "-c", os.path.join(CHECKS_DIR, "pytest.ini"),
         *[os.path.join(CHECKS_DIR, c["nodeid"]) for c in plan["checks"]],
         os.path.join(CHECKS_DIR, CANARY),
     ]
-    code = pytest.main(args, plugins=[_Registrar(plugin)])
+    stdout, sys.stdout = sys.stdout, open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as pytest
+    code = pytest.main(args, plugins=[_Registrar(plugin, stdout)])
     plugin.send({"event": "done", "pytest_exit": int(code)})
     sys.stdout.flush()
     sys.stderr.flush()

@@ -21,6 +21,12 @@ Lang = Literal["vi", "en"]
 LANGS: tuple[Lang, ...] = ("vi", "en")
 CHECKS_DIR = Path(__file__).parent / "checks"
 TOTAL_POINTS = 100.0
+# `release: public` marks a learner's copy (grader release): hidden checks and solution paths
+# were removed, so its points add up to the public total, not to TOTAL_POINTS.
+Release = Literal["public"]
+# Gradescope's own visibility values for a test (see grader/gradescope.py).
+GradescopeVisibility = Literal["visible", "hidden", "after_due_date", "after_published"]
+GRADESCOPE_VISIBILITIES: tuple[GradescopeVisibility, ...] = ("visible", "hidden", "after_due_date", "after_published")
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,14 @@ class Limits:
     max_processes: int = 256
     file_size_mb: int = 256
     output_kb: int = 256
+
+
+@dataclass(frozen=True)
+class Gradescope:
+    """How public and hidden checks show on Gradescope (course.yaml ``gradescope.visibility``)."""
+
+    public: GradescopeVisibility = "visible"
+    hidden: GradescopeVisibility = "after_published"
 
 
 @dataclass(frozen=True)
@@ -63,7 +77,7 @@ class Exercise:
     module: str
     title: Mapping[str, str]
     functions: tuple[str, ...]
-    stub: Path
+    stub: Path | None  # None only in a released course (the learner's files are theirs)
     solution: Path | None
     checks: tuple[CheckSpec, ...]
 
@@ -79,6 +93,8 @@ class Course:
     default_lang: Lang
     limits: Limits
     exercises: tuple[Exercise, ...]
+    gradescope: Gradescope = Gradescope()
+    release: Release | None = None
 
     def exercise(self, exercise_id: str) -> Exercise:
         for ex in self.exercises:
@@ -104,8 +120,10 @@ _MODULE_OF: dict[str, str] = {}
 
 
 def default_course_path() -> Path:
-    """course.yaml at the repository root (editable install) or in a release bundle."""
-    for candidate in (Path(__file__).resolve().parent.parent / "course.yaml", Path.cwd() / "course.yaml"):
+    """course.yaml at the repository root (editable install), in the package (a release bundle,
+    also when pip-installed in Colab/Kaggle), or in the current directory."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package.parent / "course.yaml", package / "course.yaml", Path.cwd() / "course.yaml"):
         if candidate.is_file():
             return candidate
     raise GraderError("course.yaml not found next to the grader package; pass --course PATH")
@@ -125,6 +143,7 @@ def load_course(path: Path | None = None) -> Course:
 class _Validator:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.release: Release | None = None
 
     def fail(self, where: str, value: object, why: str) -> GraderError:
         return GraderError(f"{self.path}: {where}: {value!r} {why}")
@@ -164,7 +183,11 @@ class _Validator:
         return full
 
     def course(self, raw: object) -> Course:
-        raw = self.mapping("<top>", raw, {"title", "exercises"}, {"default_lang", "limits", "defaults"})
+        raw = self.mapping("<top>", raw, {"title", "exercises"},
+                           {"default_lang", "limits", "defaults", "gradescope", "release"})
+        if raw.get("release", "public") != "public":
+            raise self.fail("release", raw["release"], "must be 'public' (a learner's copy without hidden checks)")
+        self.release = raw.get("release")
         lang = raw.get("default_lang", "vi")
         if lang not in LANGS:
             raise self.fail("default_lang", lang, f"must be one of {', '.join(LANGS)}")
@@ -180,9 +203,19 @@ class _Validator:
         if len(set(ids)) != len(ids):
             raise self.fail("exercises", ids, "contain the same id twice")
         total = sum(ex.max_score for ex in exercises)
-        if abs(total - TOTAL_POINTS) > 1e-6:
+        if self.release is None and abs(total - TOTAL_POINTS) > 1e-6:
             raise self.fail("exercises[*].checks[*].points", total, f"add up to {total:g}, not {TOTAL_POINTS:g}")
-        return Course(self.path, self.titles("title", raw["title"]), lang, limits, exercises)
+        return Course(self.path, self.titles("title", raw["title"]), lang, limits, exercises,
+                      self.gradescope(raw.get("gradescope", {})), self.release)
+
+    def gradescope(self, raw: object) -> Gradescope:
+        raw = self.mapping("gradescope", raw, set(), {"visibility"})
+        visibility = self.mapping("gradescope.visibility", raw.get("visibility", {}), set(), {"public", "hidden"})
+        for key, value in visibility.items():
+            if value not in GRADESCOPE_VISIBILITIES:
+                raise self.fail(f"gradescope.visibility.{key}", value,
+                                f"must be one of {', '.join(GRADESCOPE_VISIBILITIES)}")
+        return Gradescope(**visibility)
 
     def limits(self, raw: object) -> Limits:
         fields = Limits.__dataclass_fields__
@@ -191,7 +224,11 @@ class _Validator:
         return Limits(**{k: (int(v) if fields[k].type == "int" else v) for k, v in values.items()})
 
     def exercise(self, where: str, raw: object, default_timeout: float) -> Exercise:
-        raw = self.mapping(where, raw, {"id", "module", "title", "functions", "stub", "checks"}, {"solution"})
+        required = {"id", "module", "title", "functions", "checks"}
+        if self.release is None:
+            raw = self.mapping(where, raw, required | {"stub"}, {"solution"})
+        else:  # a learner's copy: solution paths are an error, the stubs may be elsewhere (pip install)
+            raw = self.mapping(where, raw, required, {"stub"})
         ex_id = self.text(f"{where}.id", raw["id"])
         module = self.text(f"{where}.module", raw["module"])
         _MODULE_OF[ex_id] = module
@@ -210,7 +247,7 @@ class _Validator:
             module=module,
             title=self.titles(f"{where}.title", raw["title"]),
             functions=tuple(functions),
-            stub=self.file(f"{where}.stub", raw["stub"]),
+            stub=self.file(f"{where}.stub", raw["stub"]) if "stub" in raw else None,
             solution=solution,
             checks=checks,
         )
@@ -223,6 +260,8 @@ class _Validator:
         visibility = raw.get("visibility", "public")
         if visibility not in ("public", "hidden"):
             raise self.fail(f"{where}.visibility", visibility, "must be public or hidden")
+        if visibility == "hidden" and self.release is not None:
+            raise self.fail(f"{where}.visibility", visibility, "is not allowed with release: public")
         timeout = self.number(f"{where}.timeout_s", raw.get("timeout_s", default_timeout))
         return CheckSpec(f"{exercise}.{name}", name, exercise, self.number(f"{where}.points", raw["points"]),
                          visibility, timeout)

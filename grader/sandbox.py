@@ -98,7 +98,9 @@ def _limits_preexec(limits: Limits) -> Callable[[], None]:
         os.setsid()
         mib = 1024 * 1024
         for which, value in (
-            (resource.RLIMIT_AS, limits.memory_mb * mib),
+            # Data, not address space: a CUDA context reserves tens of GiB of address space it
+            # never touches, which RLIMIT_AS would refuse; private memory is what a grab uses.
+            (resource.RLIMIT_DATA, limits.memory_mb * mib),
             (resource.RLIMIT_CPU, limits.cpu_seconds),
             (resource.RLIMIT_FSIZE, limits.file_size_mb * mib),
             (resource.RLIMIT_NPROC, limits.max_processes),  # not enforced for root: see _Watch
