@@ -53,22 +53,19 @@ class Gradescope:
 class CheckSpec:
     id: str  # "ex3.roundtrip_values"
     name: str  # "roundtrip_values": the test function is test_<name>
-    exercise: str
+    exercise: str  # "ex3"
+    module: str  # "ex3_roundtrip": the folder grader/checks/<module>/ holds the test
     points: float
     visibility: Visibility
     timeout_s: float
 
     @property
     def test_file(self) -> Path:
-        return CHECKS_DIR / self.exercise_module / f"test_{self.visibility}.py"
-
-    @property
-    def exercise_module(self) -> str:
-        return _MODULE_OF[self.exercise]
+        return CHECKS_DIR / self.module / f"test_{self.visibility}.py"
 
     @property
     def nodeid(self) -> str:
-        return f"{self.exercise_module}/test_{self.visibility}.py::test_{self.name}"
+        return f"{self.module}/test_{self.visibility}.py::test_{self.name}"
 
 
 @dataclass(frozen=True)
@@ -113,10 +110,6 @@ class Course:
     @property
     def modules(self) -> dict[str, str]:
         return {ex.id: ex.module for ex in self.exercises}
-
-
-# Filled while loading so that CheckSpec can find its file without a back-reference.
-_MODULE_OF: dict[str, str] = {}
 
 
 def default_course_path() -> Path:
@@ -231,14 +224,14 @@ class _Validator:
             raw = self.mapping(where, raw, required, {"stub"})
         ex_id = self.text(f"{where}.id", raw["id"])
         module = self.text(f"{where}.module", raw["module"])
-        _MODULE_OF[ex_id] = module
         functions = raw["functions"]
         if not isinstance(functions, list) or not functions or not all(isinstance(f, str) for f in functions):
             raise self.fail(f"{where}.functions", functions, "must be a non-empty list of names")
         if not isinstance(raw["checks"], list) or not raw["checks"]:
             raise self.fail(f"{where}.checks", raw["checks"], "must be a non-empty list")
         checks = tuple(
-            self.check(f"{where}.checks[{i}]", item, ex_id, default_timeout) for i, item in enumerate(raw["checks"])
+            self.check(f"{where}.checks[{i}]", item, ex_id, module, default_timeout)
+            for i, item in enumerate(raw["checks"])
         )
         self.checks_match_files(where, module, checks)
         solution = self.file(f"{where}.solution", raw["solution"]) if "solution" in raw else None
@@ -252,7 +245,7 @@ class _Validator:
             checks=checks,
         )
 
-    def check(self, where: str, raw: object, exercise: str, default_timeout: float) -> CheckSpec:
+    def check(self, where: str, raw: object, exercise: str, module: str, default_timeout: float) -> CheckSpec:
         raw = self.mapping(where, raw, {"id", "points"}, {"visibility", "timeout_s"})
         name = self.text(f"{where}.id", raw["id"])
         if not name.isidentifier():
@@ -263,7 +256,7 @@ class _Validator:
         if visibility == "hidden" and self.release is not None:
             raise self.fail(f"{where}.visibility", visibility, "is not allowed with release: public")
         timeout = self.number(f"{where}.timeout_s", raw.get("timeout_s", default_timeout))
-        return CheckSpec(f"{exercise}.{name}", name, exercise, self.number(f"{where}.points", raw["points"]),
+        return CheckSpec(f"{exercise}.{name}", name, exercise, module, self.number(f"{where}.points", raw["points"]),
                          visibility, timeout)
 
     def checks_match_files(self, where: str, module: str, checks: tuple[CheckSpec, ...]) -> None:
