@@ -110,8 +110,8 @@ def main() -> int:
         "",
         "| submission | expected | outcome | ok | time (s) | modes |",
         "|---|---|---|---|---|---|",
-        *(f"| {r.submission} | {r.expected} | {r.outcome} | {'yes' if r.ok else '**NO**'} | {r.seconds:.1f} | {r.modes} |"
-          for r in rows),
+        *(f"| {r.submission} | {r.expected} | {r.outcome} | {'yes' if r.ok else '**NO**'} "
+          f"| {r.seconds:.1f} | {r.modes} |" for r in rows),
         "",
         f"{sum(r.ok for r in rows)} passed, {sum(not r.ok for r in rows)} failed",
     ]

@@ -149,7 +149,7 @@ def _install_notebook_stubs() -> None:
         def __getattr__(self, name: str) -> Any:
             return lambda *args, **kwargs: None
 
-    builtins.get_ipython = lambda: _IPython()  # type: ignore[attr-defined]
+    builtins.get_ipython = _IPython  # type: ignore[attr-defined]
     builtins.display = lambda *args, **kwargs: None  # type: ignore[attr-defined]
     colab = types.ModuleType("google.colab")
     colab.drive = types.SimpleNamespace(mount=lambda *a, **k: None)  # type: ignore[attr-defined]

@@ -89,5 +89,6 @@ def summary(report: Report) -> str:
                 lines.append(f"      ✗ {check.id} [{t('status.' + check.status)}] {check.message}")
                 if check.hint:
                     lines.append(f"        {t('hint')}: {check.hint}")
-    lines.append(f"{t('score')}: {report.score:.1f} / {report.max_score:.1f}   ({t('time')} {report.grading_seconds:.1f} s)")
+    total = f"{t('score')}: {report.score:.1f} / {report.max_score:.1f}"
+    lines.append(f"{total}   ({t('time')} {report.grading_seconds:.1f} s)")
     return "\n".join(lines)

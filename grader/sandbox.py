@@ -159,7 +159,8 @@ def _spawn(workdir: Path, plan: dict[str, Any], device: str, limits: Limits, tok
     process = subprocess.Popen(
         [sys.executable, "-m", "grader.child"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=workdir, env=env,
-        pass_fds=(write_fd,), preexec_fn=_limits_preexec(limits),
+        pass_fds=(write_fd,),
+        preexec_fn=_limits_preexec(limits),  # noqa: PLW1509 - setrlimit must run in the child, before exec
     )
     os.close(write_fd)
     assert process.stdin is not None

@@ -33,7 +33,7 @@ class Graded:
         return self.report["exercises"][ex_id]  # type: ignore[no-any-return]
 
     def check(self, check_id: str) -> dict[str, Any]:
-        for check in self.exercise(check_id.split(".")[0])["checks"]:
+        for check in self.exercise(check_id.split(".", maxsplit=1)[0])["checks"]:
             if check["id"] == check_id:
                 return check  # type: ignore[no-any-return]
         raise KeyError(check_id)
@@ -44,7 +44,7 @@ class Graded:
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, check=False,
                           cwd=cwd or ROOT, env=env, timeout=timeout)
 
 

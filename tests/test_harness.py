@@ -111,7 +111,8 @@ def test_exit_at_import_charges_only_that_file(tmp_path: Path, grade: Callable[.
 
 
 def test_endless_loop_times_out(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    folder = folder_with(tmp_path, "loop", {"ex3_roundtrip": "def roundtrip(x, device):\n    while True:\n        pass\n"})
+    endless = "def roundtrip(x, device):\n    while True:\n        pass\n"
+    folder = folder_with(tmp_path, "loop", {"ex3_roundtrip": endless})
     course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 3"})
     graded = grade(folder, "--course", str(course))
     check = graded.check("ex3.roundtrip_values")

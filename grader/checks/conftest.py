@@ -7,11 +7,10 @@ course.yaml, and give its message and hint in grader/messages/{vi,en}.yaml.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
-
 import contextlib
 import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -62,29 +61,16 @@ def clean_torch_state(learner_modules_imported: None) -> Iterator[None]:
     yield
 
 
-@pytest.fixture
-def ex1(pytestconfig: pytest.Config) -> LearnerModule:
-    return _learner(pytestconfig, "ex1")
+def _exercise_fixture(exercise: str) -> Any:
+    @pytest.fixture(name=exercise)
+    def learner_module(pytestconfig: pytest.Config) -> LearnerModule:
+        return _learner(pytestconfig, exercise)
+
+    return learner_module
 
 
-@pytest.fixture
-def ex2(pytestconfig: pytest.Config) -> LearnerModule:
-    return _learner(pytestconfig, "ex2")
-
-
-@pytest.fixture
-def ex3(pytestconfig: pytest.Config) -> LearnerModule:
-    return _learner(pytestconfig, "ex3")
-
-
-@pytest.fixture
-def ex4(pytestconfig: pytest.Config) -> LearnerModule:
-    return _learner(pytestconfig, "ex4")
-
-
-@pytest.fixture
-def ex5(pytestconfig: pytest.Config) -> LearnerModule:
-    return _learner(pytestconfig, "ex5")
+# ``def test_x(ex3)`` receives exercise 3's learner module.
+ex1, ex2, ex3, ex4, ex5 = (_exercise_fixture(f"ex{n}") for n in range(1, 6))
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
-
 from grader.checks.support.devices import Accelerator
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import LearnerRaised, fail

@@ -54,7 +54,8 @@ def _device() -> torch.device:
     return torch.device("cuda") if real_accelerator_type() == "cuda" else torch.device("cpu")
 
 
-def _step(ex4: LearnerModule, budget: int | None, request: pytest.FixtureRequest) -> tuple[object, object, torch.nn.Module]:
+def _step(ex4: LearnerModule, budget: int | None,
+          request: pytest.FixtureRequest) -> tuple[object, object, torch.nn.Module]:
     device = _device()
     request.node.user_properties.append(("mode", device.type))
     model, inputs, targets = make_problem(device)
@@ -76,7 +77,7 @@ def _same_as_full_batch(model: torch.nn.Module, loss: object) -> None:
     reference, expected_loss = trained_copy(_device())
     if not is_number(loss) or abs(float(loss) - expected_loss) > 1e-4 * max(1.0, abs(expected_loss)):
         fail("ex4.wrong_loss", got=loss, expected=f"{expected_loss:.6f}")
-    for mine, ref in zip(model.parameters(), reference.parameters()):
+    for mine, ref in zip(model.parameters(), reference.parameters(), strict=True):
         if not allclose(mine.detach(), ref.detach(), rtol=1e-4, atol=1e-6):
             fail("ex4.grads_not_full_batch")
 

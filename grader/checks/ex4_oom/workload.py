@@ -34,7 +34,7 @@ def reference_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
     optimizer = optimizer_for(model)
     optimizer.zero_grad(set_to_none=True)
     total = 0.0
-    for xb, yb in zip(inputs.split(micro), targets.split(micro)):
+    for xb, yb in zip(inputs.split(micro), targets.split(micro), strict=True):
         loss = nn.functional.cross_entropy(model(xb), yb) * (len(xb) / len(inputs))
         loss.backward()
         total += loss.item()

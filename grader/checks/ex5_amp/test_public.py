@@ -17,6 +17,6 @@ def test_fp32_losses(ex5: LearnerModule, accel: Callable[..., Accelerator]) -> N
     expected = reference_fp32(model, inputs, targets, STEPS)
     with accel() as acc:
         losses = train(ex5, model, inputs, targets, acc.device, STEPS, None, strict=True)
-    for got, want in zip(losses, expected):
+    for got, want in zip(losses, expected, strict=True):
         if abs(got - want) > 1e-4 * max(1.0, abs(want)):
             fail("ex5.fp32_mismatch", got=f"{got:.5f}", expected=f"{want:.5f}")

@@ -78,7 +78,7 @@ def watch_amp(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScalerCalls]:
     yield calls
 
 
-def train(ex5: LearnerModule, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
+def train(ex5: LearnerModule, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,  # noqa: PLR0917
           device: torch.device, steps: int, amp_dtype: torch.dtype | None, *, strict: bool = False) -> list[float]:
     """Run the learner's loop; a placement mistake or a wrong return type becomes its message.
 

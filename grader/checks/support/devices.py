@@ -17,7 +17,6 @@ from typing import Any, Protocol
 
 import torch
 from torch.overrides import TorchFunctionMode
-
 from torch.utils._pytree import tree_leaves
 
 from grader.checks.support.standin import ARITHMETIC, MATMULS, Event, StandIn

@@ -200,7 +200,8 @@ class StandIn:
             other = args[1] if len(args) > 1 else kwargs.get("other")
             target = device_tag(other) if isinstance(other, torch.Tensor) else (device.type if device else source)
         options = {"dtype": dtype, "non_blocking": non_blocking, "memory_format": memory_format}
-        result = torch.Tensor.to(tensor, copy=bool(kwargs.get("copy")), **{k: v for k, v in options.items() if v is not None})
+        given = {k: v for k, v in options.items() if v is not None}
+        result = torch.Tensor.to(tensor, copy=bool(kwargs.get("copy")), **given)
         if target != source:
             if result is tensor:
                 result = tensor.clone()  # a real transfer never returns the same tensor
