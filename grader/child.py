@@ -20,7 +20,7 @@ import pytest
 from grader.channel import Writer
 from grader.checks.support import learner
 from grader.checks.support.devices import apply_gpu_share, real_accelerator_type
-from grader.checks.support.outcomes import CheckFailed, LearnerRaised, NotAttempted
+from grader.checks.support.outcomes import CheckFailed, ImportTimedOut, LearnerRaised, NotAttempted
 
 CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
 CANARY = "test_canary.py::test_canary"
@@ -34,6 +34,8 @@ def classify(exc: BaseException | None) -> dict[str, Any]:
     """How a check ended, as the parent needs it: status, message id and its parameters."""
     if exc is None:
         return {"status": "passed"}
+    if isinstance(exc, ImportTimedOut):
+        return {"status": "timeout", "message": "import_timeout", "params": {"origin": exc.origin}}
     if isinstance(exc, NotAttempted):
         return {"status": "not_attempted", "message": "not_attempted", "params": {"function": exc.name}}
     if isinstance(exc, CheckFailed):

@@ -12,8 +12,10 @@ import sys
 import traceback
 from pathlib import Path
 
+from grader.batch import merge, parse_shard, run_batch
 from grader.course import LANGS, load_course
 from grader.errors import ExitCode, GraderError
+from grader.gradescope import write_results
 from grader.grading import failed_report, grade
 from grader.report import summary, write_yaml
 
@@ -35,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--fail-under", type=float, default=None, metavar="PCT",
                    help="exit 1 when the score is below PCT percent")
     g.add_argument("--quiet", action="store_true", help="no summary on the terminal")
+    g.add_argument("--gradescope", type=Path, default=None, metavar="PATH",
+                   help="also write Gradescope's results.json to PATH")
+    _add_instructor_commands(sub, common)
+    _add_learner_commands(sub, common)
     return parser
 
 
@@ -60,6 +66,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         report = failed_report(args.submission, course, f"{type(exc).__name__}: {exc}", lang)
         code = ExitCode.INTERNAL
     write_yaml(report, args.output)
+    if args.gradescope is not None:
+        write_results(report, course, args.gradescope)
     if not args.quiet:
         print(summary(report))
     if code == ExitCode.OK and fail_under is not None and 100 * report.score / report.max_score < fail_under:
@@ -67,10 +75,119 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return int(code)
 
 
+def _add_instructor_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                             common: argparse.ArgumentParser) -> None:
+    b = sub.add_parser("batch", parents=[common],
+                       help="grade every submission in a folder: a report each, gradebook.csv, summary.html")
+    b.add_argument("submissions", type=Path, help="folder holding one file or folder per learner")
+    b.add_argument("-o", "--output", type=Path, required=True, help="folder for the reports and class files")
+    b.add_argument("--workers", type=int, default=1, metavar="N", help="learners graded at once (default 1)")
+    b.add_argument("--force", action="store_true", help="re-grade learners whose report is up to date")
+    b.add_argument("--shard", default=None, metavar="K/N", help="grade only the K-th of N slices of the learners")
+    b.add_argument("--device", choices=DEVICES, default="auto")
+    b.add_argument("--lang", choices=LANGS, default=None)
+    b.add_argument("--quiet", action="store_true", help="no progress bar and no closing line")
+    m = sub.add_parser("merge", parents=[common],
+                       help="one gradebook and summary from several batch outputs (shards)")
+    m.add_argument("inputs", type=Path, nargs="+", metavar="OUT_DIR", help="batch output folders")
+    m.add_argument("-o", "--output", type=Path, required=True, help="folder for the merged reports and class files")
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    course = load_course(args.course)
+    shard = parse_shard(args.shard) if args.shard is not None else None
+    try:
+        done = run_batch(args.submissions, args.output, course, workers=args.workers, force=args.force,
+                         device=args.device, lang=args.lang or course.default_lang, shard=shard,
+                         progress=not args.quiet)
+    except OSError as exc:
+        raise GraderError(f"batch: {exc}") from None
+    if not args.quiet:
+        print(f"{done.learners} learners: {done.graded} graded, {done.current} already up to date, "
+              f"{done.failed} grader failures; reports, gradebook.csv and summary.html in {done.out_dir}")
+    return int(ExitCode.INTERNAL if done.failed else ExitCode.OK)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    course = load_course(args.course)
+    try:
+        count = merge(args.inputs, args.output, course)
+    except OSError as exc:
+        raise GraderError(f"merge: {exc}") from None
+    print(f"{count} learners merged into {args.output}")
+    return int(ExitCode.OK)
+
+
+def _add_learner_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                          common: argparse.ArgumentParser) -> None:
+    c = sub.add_parser("check", parents=[common],
+                       help="self-check your files in exercises/ with the public checks (always exit 0)")
+    c.add_argument("exercise", nargs="?", default=None, help="ex1 … ex5 (default: every exercise file in DIR)")
+    c.add_argument("--dir", type=Path, default=Path("exercises"), help="your exercise files (default: exercises)")
+    c.add_argument("--lang", choices=LANGS, default=None)
+    c.add_argument("--device", choices=DEVICES, default="auto")
+    n = sub.add_parser("notebooks", parents=[common], help="write the exercise notebooks from the stubs")
+    n.add_argument("-o", "--output", type=Path, default=None, help="folder (default: notebooks/ next to course.yaml)")
+    n.add_argument("--install-url", default=None, help="what the notebooks' install cell pip-installs")
+    n.add_argument("--check", action="store_true", help="write nothing; exit 1 when the notebooks are out of date")
+    r = sub.add_parser("release", parents=[common],
+                       help="build the learner bundle: stubs, notebooks, public checks, grader; no solutions")
+    r.add_argument("-o", "--output", type=Path, required=True, help="a new (or empty) folder")
+    r.add_argument("--install-url", default=None, help="what the notebooks' install cell pip-installs")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from grader import selfcheck
+
+    course = load_course(args.course)
+    lang = args.lang or course.default_lang
+    if not args.dir.is_dir():
+        raise GraderError(f"no folder {args.dir}: run `grader check` where exercises/ is, or pass --dir DIR")
+    if args.exercise is not None and selfcheck.resolve_exercise(course, args.exercise) is None:
+        raise GraderError(f"unknown exercise {args.exercise!r}; known: {', '.join(course.exercise_ids)}")
+    code = ExitCode.OK
+    try:
+        view = selfcheck.run(course, args.exercise, lang=lang, device=args.device, path=args.dir)
+    except Exception as exc:  # noqa: BLE001 - a grader bug is shown like any result, with its reason
+        view = selfcheck.failure_view(course, args.exercise, lang, exc)
+        code = ExitCode.INTERNAL
+    print(selfcheck.render_text(view))
+    return int(code)
+
+
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    from grader import notebooks
+
+    course = load_course(args.course)
+    folder = args.output or notebooks.default_dir(course)
+    install_url = args.install_url or notebooks.INSTALL_URL
+    if args.check:
+        stale = notebooks.stale_notebooks(notebooks.render_notebooks(course, install_url=install_url), folder)
+        for name in stale:
+            print(f"out of date: {folder / name}")
+        return 1 if stale else int(ExitCode.OK)
+    for path in notebooks.write_notebooks(course, folder, install_url=install_url):
+        print(f"wrote {path}")
+    return int(ExitCode.OK)
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from grader import notebooks, release
+
+    course = load_course(args.course)
+    bundle = release.build(course, args.output, install_url=args.install_url or notebooks.INSTALL_URL)
+    print(f"learner bundle in {bundle.path}: {bundle.files} files, exercises {', '.join(bundle.exercises)}, "
+          f"{bundle.public_checks} public checks, no hidden checks, no solutions")
+    return int(ExitCode.OK)
+
+
+_LEARNER_COMMANDS = {"check": cmd_check, "notebooks": cmd_notebooks, "release": cmd_release}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"grade": cmd_grade}[args.command](args)
+        return {"grade": cmd_grade, "batch": cmd_batch, "merge": cmd_merge, **_LEARNER_COMMANDS}[args.command](args)
     except GraderError as exc:
         print(f"grader: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)

@@ -103,7 +103,6 @@ def _limits_preexec(limits: Limits) -> Callable[[], None]:
             (resource.RLIMIT_DATA, limits.memory_mb * mib),
             (resource.RLIMIT_CPU, limits.cpu_seconds),
             (resource.RLIMIT_FSIZE, limits.file_size_mb * mib),
-            (resource.RLIMIT_NPROC, limits.max_processes),  # not enforced for root: see _Watch
             (resource.RLIMIT_CORE, 0),
         ):
             with contextlib.suppress(ValueError, OSError):
@@ -329,7 +328,7 @@ class _Runner:
             return
         code = _describe_exit(child.process.returncode)
         if child.importing is not None:
-            self.charge_import(child.importing, code)
+            self.charge_import(child.importing, code, killed_for)
         elif child.current is not None and child.current in self.checks:
             status: CheckStatus = "timeout" if killed_for in ("check_timeout", "run_timeout") else "error"
             message = killed_for or "child_died"
@@ -338,13 +337,17 @@ class _Runner:
         if killed_for == "run_timeout":
             self.charge_rest("timeout", "run_timeout")
 
-    def charge_import(self, module: str, code: str) -> None:
+    def charge_import(self, module: str, code: str, killed_for: str | None) -> None:
+        """The file's import killed the child (or never ended): charge every exercise in it."""
+        timed_out = killed_for in ("check_timeout", "run_timeout")
+        status: CheckStatus = "timeout" if timed_out else "error"
+        message = "import_timeout" if timed_out else "died_on_import"
         for ex_id, source in self.sources.items():
             if source.module != module:
                 continue
             for check in self.pending():
                 if check.exercise == ex_id:
-                    self.outcomes[check.id] = CheckOutcome(check.id, "error", "died_on_import",
+                    self.outcomes[check.id] = CheckOutcome(check.id, status, message,
                                                            {"code": code, "origin": source.origin})
 
 

@@ -182,3 +182,14 @@ def test_vietnamese_is_the_default_language(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert "phải trả về torch.device" in text
     assert json.dumps("lang") and "lang: vi" in text
+
+
+def test_endless_loop_at_import_is_a_timeout_of_that_file_only(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    folder = copy_solutions(tmp_path, "slow_import", only=("ex1",))
+    (folder / "ex3_roundtrip.py").write_text("while True:\n    pass\n", encoding="utf-8")
+    course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 3"})
+    graded = grade(folder, "--course", str(course))
+    assert graded.exercise("ex1")["status"] == "passed"
+    assert graded.exercise("ex3")["status"] == "timeout"
+    assert {c["status"] for c in graded.exercise("ex3")["checks"]} == {"timeout"}
+    assert "ex3_roundtrip.py" in graded.check("ex3.roundtrip_values")["message"]

@@ -17,7 +17,7 @@ import torch
 
 from grader.checks.support.devices import Accelerator, open_accelerator
 from grader.checks.support.learner import LearnerModule, SourceInfo
-from grader.checks.support.outcomes import LearnerRaised
+from grader.checks.support.outcomes import ImportTimedOut, LearnerRaised
 
 PLUGIN_NAME = "grader-channel"  # registered under this name by grader/child.py
 _MODULES: dict[str, LearnerModule] = {}
@@ -45,7 +45,9 @@ def _learner(config: pytest.Config, exercise: str) -> LearnerModule:
 def learner_modules_imported(pytestconfig: pytest.Config) -> None:
     """Import every learner module first, so that clean_torch_state undoes what imports changed."""
     for exercise in _plan(pytestconfig)["sources"]:
-        with contextlib.suppress(LearnerRaised):
+        # A failed or timed-out import is kept by the module and reported by its own checks;
+        # this check (maybe of another exercise) goes on.
+        with contextlib.suppress(LearnerRaised, ImportTimedOut, pytest.fail.Exception):
             _learner(pytestconfig, exercise).load()
 
 

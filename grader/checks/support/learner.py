@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from grader.checks.support.outcomes import LearnerRaised, NotAttempted
+from grader.checks.support.outcomes import ImportTimedOut, LearnerRaised, NotAttempted
 
 # pytest-timeout's Failed and pytest's own outcomes must pass through untouched.
 _PASS_THROUGH: tuple[type[BaseException], ...] = (KeyboardInterrupt, GeneratorExit)
@@ -87,7 +87,7 @@ class LearnerModule:
     def __init__(self, source: SourceInfo) -> None:
         self._source = source
         self._module: ModuleType | None = None
-        self._error: LearnerRaised | None = None
+        self._error: LearnerRaised | ImportTimedOut | None = None
 
     @property
     def source(self) -> SourceInfo:
@@ -102,7 +102,10 @@ class LearnerModule:
             try:
                 self._module = _import_from_text(self._source)
                 _tell("imported", self._source.module)
-            except _PASS_THROUGH:
+            except _PASS_THROUGH as exc:
+                sys.modules.pop(self._source.module, None)
+                if str(exc).startswith("Timeout"):  # pytest-timeout stopped the import
+                    self._error = ImportTimedOut(self._source.origin)  # type: ignore[assignment]
                 raise
             except BaseException as exc:  # noqa: BLE001 - any failure of learner code is a result
                 sys.modules.pop(self._source.module, None)

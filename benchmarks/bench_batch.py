@@ -1,0 +1,158 @@
+"""How fast is grading? Prints figures for docs/instructors.md ("Speed"); not a test.
+
+    python benchmarks/bench_batch.py [--learners 30] [--repeats 3] [--device cpu]
+
+Measures, on this machine:
+  * seconds to ``python -c "import torch"`` (and a bare ``python -c pass``);
+  * seconds to grade one full submission (solutions/) with ``grader grade``;
+  * seconds per learner for a class (copies of solutions/, the correct styles, the stubs and
+    solutions with one known mistake each) with ``grader batch --workers 1`` and ``--workers 2``;
+  * where one grade's time goes: process start, imports, each exercise's checks (from the
+    report's per-check ``seconds``), and the rest (the sandboxed child starting up).
+Each step runs the real command line in a subprocess, as an instructor would. Besides wall
+time it prints CPU time (user + sys of every process the step started, sandboxes included):
+on a machine shared with other work, wall time grows with their load, CPU time hardly does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+CPU_SECONDS: list[float] = []  # CPU time of each timed() call, in order
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: Sequence[str], *, check: bool = True) -> float:
+    """Wall seconds of one command; its CPU seconds (with all it waited for) go to CPU_SECONDS."""
+    cpu = _children_cpu()
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    CPU_SECONDS.append(_children_cpu() - cpu)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def median_of(repeats: int, cmd: Sequence[str]) -> tuple[float, list[float], float]:
+    """Median wall seconds, every run's wall seconds, median CPU seconds."""
+    runs = [timed(cmd) for _ in range(repeats)]
+    return statistics.median(runs), runs, statistics.median(CPU_SECONDS[-repeats:])
+
+
+def make_class(root: Path, size: int) -> Path:
+    """``size`` learners: full solutions, the two correct styles, stubs, and one mistake each."""
+    cls = root / "class"
+    cls.mkdir()
+    sources: list[tuple[str, Path, tuple[str, Path] | None]] = [
+        ("solutions", ROOT / "solutions", None),
+        ("lesson", ROOT / "tests" / "submissions" / "lesson_style", None),
+        ("modern", ROOT / "tests" / "submissions" / "modern_style", None),
+        ("stubs", ROOT / "exercises", None),
+    ]
+    mistakes = sorted((ROOT / "tests" / "submissions" / "mistakes").glob("*/*.py"))
+    sources += [(f"{m.parent.name[:3]}-{m.stem}", ROOT / "solutions", (m.parent.name, m)) for m in mistakes]
+    for i in range(size):
+        name, base, mistake = sources[i % len(sources)]
+        folder = cls / f"learner{i:03d}-{name}"
+        shutil.copytree(base, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        if mistake is not None:
+            shutil.copy(mistake[1], folder / f"{mistake[0]}.py")
+    return cls
+
+
+def batch(cls: Path, out: Path, workers: int, device: str) -> float:
+    return timed([sys.executable, "-m", "grader", "batch", str(cls), "-o", str(out), "--workers", str(workers),
+                  "--force", "--quiet", "--device", device, "--lang", "en"])
+
+
+def breakdown(report: dict[str, Any]) -> dict[str, float]:
+    return {ex_id: sum(float(c.get("seconds", 0.0)) for c in ex["checks"]) for ex_id, ex in report["exercises"].items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--learners", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda", "mps"))
+    args = parser.parse_args()
+    py = sys.executable
+
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start, Python "
+          f"{sys.version.split()[0]}")
+    bare, _, _ = median_of(args.repeats, [py, "-c", "pass"])
+    torch_s, torch_runs, torch_cpu = median_of(args.repeats, [py, "-c", "import torch"])
+    cli_s, _, _ = median_of(args.repeats, [py, "-c", "import grader.cli"])
+    child_s, _, _ = median_of(args.repeats, [py, "-c", "import grader.child"])
+    print(f"python -c pass:                 {bare:6.2f} s")
+    print(f"python -c 'import torch':       {torch_s:6.2f} s   (runs: {', '.join(f'{r:.2f}' for r in torch_runs)}; "
+          f"CPU {torch_cpu:.2f} s)")
+    print(f"python -c 'import grader.cli':  {cli_s:6.2f} s   (the grader's own process)")
+    print(f"python -c 'import grader.child':{child_s:6.2f} s   (the sandboxed child: torch, pytest, check support)")
+
+    with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
+        work = Path(tmp)
+        submission = work / "solutions"
+        shutil.copytree(ROOT / "solutions", submission, ignore=shutil.ignore_patterns("__pycache__"))
+        report_path = work / "report.yaml"
+        runs = []  # (wall, cpu, report) of each run
+        for _ in range(args.repeats):
+            wall = timed([py, "-m", "grader", "grade", str(submission), "-o", str(report_path), "--quiet",
+                          "--device", args.device])
+            runs.append((wall, CPU_SECONDS[-1], yaml.safe_load(report_path.read_text(encoding="utf-8"))))
+        runs.sort(key=lambda run: run[0])
+        one, one_cpu, report = runs[len(runs) // 2]
+        print(f"grade one full submission:      {one:6.2f} s   (runs: {', '.join(f'{r[0]:.2f}' for r in runs)}; "
+              f"CPU {one_cpu:.2f} s; score {report['score']:g})")
+        print(f"  = {one / torch_s:.2f} x import torch wall, {one_cpu / torch_cpu:.2f} x in CPU  (target <= 3)")
+        checks = breakdown(report)
+        inside = float(report["grading_seconds"])
+        print("  where the time goes (the median run):")
+        print(f"    grader process: start, imports, load, write   {one - inside:6.2f} s")
+        print(f"    sandboxed child: start, imports, collection  {inside - sum(checks.values()):6.2f} s   "
+              f"(a bare import torch: {torch_s - bare:.2f} s)")
+        for ex_id, seconds in checks.items():
+            print(f"    {ex_id} checks                                   {seconds:6.2f} s")
+
+        cls = make_class(work, args.learners)
+        walls = {}
+        for workers in (1, 2):
+            out = work / f"out-{workers}"
+            walls[workers] = batch(cls, out, workers, args.device)
+            cpu = CPU_SECONDS[-1]
+            per = walls[workers] / args.learners
+            graded = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in out.glob("learner*.yaml")]
+            mean_grade = statistics.fmean(float(r["grading_seconds"]) for r in graded)
+            mean_checks = statistics.fmean(sum(breakdown(r).values()) for r in graded)
+            print(f"class of {args.learners}, --workers {workers}:    {walls[workers]:6.1f} s wall, "
+                  f"{per:5.2f} s per learner, {args.learners / walls[workers] * 60:5.1f} learners/min")
+            print(f"    per learner: grade {mean_grade:.2f} s, of which checks {mean_checks:.2f} s; "
+                  f"CPU {cpu / args.learners:.2f} s; {cpu / walls[workers]:.2f} cores busy")
+        print(f"  2 workers / 1 worker throughput: {walls[1] / walls[2]:.2f} x  (target >= 1.8)")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""Grade a folder of submissions: one report per learner, a gradebook, a class summary.
+
+Every entry directly in the submissions folder is one learner. Each learner's report is
+written (atomically) the moment that learner is done, and the gradebook is rewritten after
+every learner, so an interrupted run keeps a valid gradebook of what it finished. A report
+carries the hashes of the submission and of the course it was graded against; a re-run
+grades only the learners whose report is missing or stale.
+
+Workers are threads: each grade spends its time waiting on its sandboxed child process.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import csv
+import dataclasses
+import hashlib
+import io
+import os
+import stat
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from tqdm import tqdm
+
+from grader import __version__
+from grader.course import CHECKS_DIR, Course
+from grader.errors import GraderError
+from grader.grading import failed_report, grade
+from grader.report import as_dict, write_atomic
+from grader.summary import SUMMARY_STEM, summarize, write_summary
+
+GRADEBOOK = "gradebook.csv"
+MESSAGES_DIR = Path(__file__).parent / "messages"
+# Tools leave these next to the learners' work; they are never a learner.
+IGNORED_NAMES = frozenset({"__pycache__", ".ipynb_checkpoints"})
+# A learner with one of these names would overwrite the class-level files.
+RESERVED_LEARNERS = frozenset({SUMMARY_STEM, Path(GRADEBOOK).stem})
+_CHUNK = 1 << 20
+# Read by torch (and the BLAS under it) when a sandboxed child starts: its intra-op threads.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# The fraction of the GPU's memory a child may use: grader.checks.support.devices.GPU_SHARE_VAR
+# (not imported from there: that module imports torch, which the grader's process never needs).
+GPU_SHARE_VAR = "GRADER_GPU_SHARE"
+
+Outcome = Literal["graded", "failed"]
+
+
+@dataclass(frozen=True)
+class Learner:
+    name: str  # the submission's name without its extension
+    path: Path
+
+
+@dataclass(frozen=True)
+class Shard:
+    """The ``index``-th (1-based) of ``count`` contiguous slices of the learners sorted by name."""
+
+    index: int
+    count: int
+
+    def pick(self, learners: Sequence[Learner]) -> list[Learner]:
+        total = len(learners)
+        start = (self.index - 1) * total // self.count
+        end = self.index * total // self.count
+        return list(learners[start:end])
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    learners: int
+    graded: int  # graded in this run
+    current: int  # report already up to date
+    failed: int  # grading itself broke: a zero-score report says why
+    out_dir: Path
+
+
+def parse_shard(text: str, where: str = "--shard") -> Shard:
+    index, sep, count = text.partition("/")
+    try:
+        shard = Shard(int(index), int(count))
+    except ValueError:
+        raise GraderError(f"{where}: {text!r} must be K/N, for example 2/8") from None
+    if not sep or shard.count < 1 or not 1 <= shard.index <= shard.count:
+        raise GraderError(f"{where}: {text!r} must be K/N with 1 <= K <= N")
+    return shard
+
+
+def discover(folder: Path) -> list[Learner]:
+    """Every file or folder directly in ``folder``, sorted by learner name."""
+    if not folder.is_dir():
+        raise GraderError(f"submissions folder not found: {folder}")
+    by_name: dict[str, list[Path]] = {}
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.name in IGNORED_NAMES:
+            continue
+        if not (entry.is_dir() or entry.is_file()):
+            print(f"grader: skipping {entry}: not a file or folder", file=sys.stderr)
+            continue
+        name = entry.stem if entry.is_file() else entry.name
+        by_name.setdefault(name, []).append(entry)
+    for name, paths in by_name.items():
+        if len(paths) > 1:
+            listed = ", ".join(p.name for p in paths)
+            raise GraderError(f"{folder}: {listed} are all submissions of learner {name!r}; keep one")
+        if name in RESERVED_LEARNERS:
+            raise GraderError(f"{paths[0]}: the learner name {name!r} is reserved for the class files "
+                              f"({', '.join(sorted(RESERVED_LEARNERS))}); rename the submission")
+    return [Learner(name, paths[0]) for name, paths in sorted(by_name.items())]
+
+
+def _feed_file(digest: Any, label: str, path: Path) -> None:
+    """Hash a name and a file's bytes; never opens what is not a regular file (a FIFO would block)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = 0
+    digest.update(label.encode("utf-8", "surrogateescape") + b"\0")
+    if not stat.S_ISREG(mode):
+        digest.update(b"not-a-regular-file\0")
+        return
+    content = hashlib.sha256()
+    try:
+        with open(path, "rb") as data:
+            while chunk := data.read(_CHUNK):
+                content.update(chunk)
+    except OSError as exc:  # grading will meet the same error and report it
+        content = hashlib.sha256(f"unreadable: {exc.errno}".encode())
+    digest.update(content.digest())
+
+
+def _tree_files(root: Path) -> list[tuple[str, Path]]:
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in IGNORED_NAMES)
+        for name in filenames:
+            if not name.startswith("."):
+                path = Path(dirpath) / name
+                files.append((path.relative_to(root).as_posix(), path))
+    return sorted(files)
+
+
+def submission_sha256(path: Path) -> str:
+    """The submission's content: a file's name and bytes, or those of every file of a folder.
+
+    Only a folder's own files count, not its subfolders: they are all the loader can read
+    (grader/submission.py), and a learner's folder that links to a large tree costs nothing.
+    """
+    digest = hashlib.sha256()
+    if path.is_dir():
+        for file in sorted(path.iterdir()):
+            if not file.name.startswith(".") and file.name not in IGNORED_NAMES and not file.is_dir():
+                _feed_file(digest, file.name, file)
+    else:
+        _feed_file(digest, path.name, path)
+    return digest.hexdigest()
+
+
+def course_sha256(course: Course) -> str:
+    """What a report depends on besides the submission: course.yaml, the checks, the messages."""
+    digest = hashlib.sha256()
+    _feed_file(digest, "course.yaml", course.path)
+    for base in (CHECKS_DIR, MESSAGES_DIR):
+        for label, file in _tree_files(base):
+            if file.suffix in (".py", ".yaml", ".ini"):
+                _feed_file(digest, f"{base.name}/{label}", file)
+    return digest.hexdigest()
+
+
+def report_path(out_dir: Path, learner: str) -> Path:
+    return out_dir / f"{learner}.yaml"
+
+
+def read_report(path: Path) -> dict[str, Any] | None:
+    """A learner report written by the grader, or None when the file is not one."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("exercises"), dict):
+        return None
+    if not isinstance(data.get("learner"), str) or not isinstance(data.get("score"), (int, float)):
+        return None
+    return data
+
+
+def is_current(report: Mapping[str, Any] | None, stamp: Mapping[str, str]) -> bool:
+    if report is None or "grader_failed" in (report.get("notes") or ()):
+        return False
+    return all(report.get(key) == value for key, value in stamp.items())
+
+
+def gradebook_csv(reports: Iterable[Mapping[str, Any]], exercise_ids: Sequence[str]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["learner", *exercise_ids, "score", "max_score"])
+    for report in sorted(reports, key=lambda r: str(r["learner"])):
+        exercises = report.get("exercises") or {}
+        scores = [_number(exercises[ex]["score"]) if ex in exercises else "" for ex in exercise_ids]
+        writer.writerow([report["learner"], *scores, _number(report["score"]), _number(report["max_score"])])
+    return out.getvalue()
+
+
+def _number(value: object) -> str:
+    return f"{float(value):g}" if isinstance(value, (int, float)) else ""
+
+
+def write_report(out_dir: Path, data: Mapping[str, Any]) -> None:
+    text = yaml.safe_dump(dict(data), allow_unicode=True, sort_keys=False, width=100)
+    write_atomic(report_path(out_dir, str(data["learner"])), text)
+
+
+def usable_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):  # honours taskset, cpusets and Slurm's --cpus-per-task
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def machine_shared_by(workers: int) -> Iterator[None]:
+    """Give each of ``workers`` concurrent sandboxes its share of the cores and of the GPU.
+
+    Each child's torch starts one thread per core; two children on two cores then run four
+    threads whose OpenMP spin-waits burn the CPU the other child needs (measured on 2 cores:
+    2 workers gave 1.3x the throughput of 1; with one thread per child, 2.1x, same scores).
+    On a GPU, each child may fill only its share of the memory (the out-of-memory exercise
+    would otherwise take it all from the others). The children inherit the grader's
+    environment; a value the user set is left alone.
+    """
+    shares = {var: str(max(1, usable_cores() // workers)) for var in THREAD_VARS}
+    shares[GPU_SHARE_VAR] = f"{1 / workers:.4f}"
+    added = [var for var in shares if var not in os.environ] if workers > 1 else []
+    for var in added:
+        os.environ[var] = shares[var]
+    try:
+        yield
+    finally:
+        for var in added:
+            os.environ.pop(var, None)
+
+
+class _Book:
+    """The reports of this run so far; rewrites the gradebook after each learner (thread-safe)."""
+
+    def __init__(self, out_dir: Path, exercise_ids: Sequence[str]) -> None:
+        self.out_dir = out_dir
+        self.exercise_ids = exercise_ids
+        self.reports: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+
+    def keep(self, report: dict[str, Any]) -> None:
+        """A report that is already on disk and up to date."""
+        with self.lock:
+            self.reports[str(report["learner"])] = report
+
+    def add(self, report: dict[str, Any] | None) -> None:
+        with self.lock:
+            if report is not None:
+                self.reports[str(report["learner"])] = report
+            write_atomic(self.out_dir / GRADEBOOK, gradebook_csv(self.reports.values(), self.exercise_ids))
+
+
+class Batch:
+    """One ``grader batch`` run; ``run()`` grades what is stale and writes the class files."""
+
+    def __init__(self, course: Course, out_dir: Path, *, device: str = "auto", lang: str = "vi",
+                 workers: int = 1, force: bool = False, progress: bool = True) -> None:
+        self.course, self.out_dir = course, out_dir
+        self.device, self.lang = device, lang
+        self.workers, self.force, self.progress = workers, force, progress
+        self.course_hash = course_sha256(course)
+        self.book = _Book(out_dir, course.exercise_ids)
+
+    def stamp(self, learner: Learner) -> dict[str, str]:
+        """The keys a batch adds to a report; a re-run compares them to decide what to regrade."""
+        return {"submission_sha256": submission_sha256(learner.path), "course_sha256": self.course_hash,
+                "grader_version": __version__, "lang": self.lang, "requested_device": self.device}
+
+    def grade(self, learner: Learner, stamp: Mapping[str, str]) -> tuple[Outcome, dict[str, Any]]:
+        outcome: Outcome = "graded"
+        try:
+            report = grade(learner.path, self.course, device=self.device, lang=self.lang)
+        except Exception as exc:  # noqa: BLE001 - one learner's grading bug must not stop the class
+            tqdm.write(f"grader: {learner.name}: grading failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            report = failed_report(learner.path, self.course, f"{type(exc).__name__}: {exc}", self.lang)
+            outcome = "failed"
+        report = dataclasses.replace(report, learner=learner.name)
+        data = {**as_dict(report), **stamp}
+        write_report(self.out_dir, data)
+        self.book.add(data)  # here, not in the main thread: a report on disk is in the gradebook too
+        return outcome, data
+
+    def run(self, learners: Sequence[Learner]) -> BatchResult:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        book = self.book
+        todo: list[tuple[Learner, dict[str, str]]] = []
+        for learner in learners:
+            stamp = self.stamp(learner)
+            old = read_report(report_path(self.out_dir, learner.name))
+            if old is not None and not self.force and is_current(old, stamp):
+                book.keep(old)
+            else:
+                todo.append((learner, stamp))
+        current = len(learners) - len(todo)
+        book.add(None)
+        counts = {"graded": 0, "failed": 0}
+        bar = tqdm(total=len(learners), initial=current, unit="learner", desc="grading", file=sys.stderr,
+                   disable=not self.progress, dynamic_ncols=True)
+        # The environment stays until the pool is shut down: a sandbox restarted after a crash
+        # starts a child too.
+        with machine_shared_by(self.workers):
+            pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grade")
+            try:
+                futures = {pool.submit(self.grade, learner, stamp): learner for learner, stamp in todo}
+                for future in concurrent.futures.as_completed(futures):
+                    outcome, data = future.result()
+                    counts[outcome] += 1
+                    bar.set_postfix_str(f"{futures[future].name}: {_number(data['score'])}", refresh=False)
+                    bar.update(1)
+            finally:
+                # On Ctrl-C: drop what has not started, let the running grades write their reports.
+                pool.shutdown(wait=True, cancel_futures=True)
+                bar.close()
+                write_summary(summarize(book.reports.values(), self.course), self.out_dir)
+        return BatchResult(len(learners), counts["graded"] + counts["failed"], current, counts["failed"],
+                           self.out_dir)
+
+
+def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int = 1, force: bool = False,
+              device: str = "auto", lang: str = "vi", shard: Shard | None = None,
+              progress: bool = True) -> BatchResult:
+    if workers < 1:
+        raise GraderError(f"--workers: {workers!r} must be at least 1")
+    if out_dir.resolve() == submissions.resolve():
+        raise GraderError(f"-o {out_dir}: write the reports outside the submissions folder")
+    # An output folder inside the submissions folder is not a learner.
+    learners = [learner for learner in discover(submissions) if learner.path.resolve() != out_dir.resolve()]
+    if shard is not None:
+        learners = shard.pick(learners)
+    return Batch(course, out_dir, device=device, lang=lang, workers=workers, force=force,
+                 progress=progress).run(learners)
+
+
+def merge(dirs: Sequence[Path], out_dir: Path, course: Course) -> int:
+    """Gather the learner reports of several batch outputs (shards) into one output folder."""
+    found: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for folder in dirs:
+        if not folder.is_dir():
+            raise GraderError(f"merge: not a folder: {folder}")
+        for path in sorted(folder.glob("*.yaml")):
+            if path.stem in RESERVED_LEARNERS:
+                continue
+            report = read_report(path)
+            if report is None:
+                raise GraderError(f"merge: {path} is not a grader report")
+            name = str(report["learner"])
+            if name in found and found[name][0].resolve() != path.resolve():
+                raise GraderError(f"merge: learner {name!r} is in both {found[name][0]} and {path}; "
+                                  "remove the stale one")
+            found[name] = (path, report)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path, report in found.values():
+        if path.resolve() != report_path(out_dir, str(report["learner"])).resolve():
+            write_atomic(report_path(out_dir, str(report["learner"])), path.read_text(encoding="utf-8"))
+    reports = [report for _, report in found.values()]
+    versions = {str(r.get("course_sha256", "?"))[:12] for r in reports}
+    if len(versions) > 1:
+        print(f"grader: warning: the merged reports were graded against {len(versions)} different versions of "
+              f"the course or checks ({', '.join(sorted(versions))}); re-run the shards to grade everyone alike",
+              file=sys.stderr)
+    write_atomic(out_dir / GRADEBOOK, gradebook_csv(reports, course.exercise_ids))
+    write_summary(summarize(reports, course), out_dir)
+    return len(reports)

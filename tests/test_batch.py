@@ -1,0 +1,257 @@
+"""``grader batch`` and ``grader merge``, run for real on small classes in tmp_path."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, STUBS, copy_solutions, course_with, run_cli
+
+HEADER = ["learner", "ex1", "ex2", "ex3", "ex4", "ex5", "score", "max_score"]
+SYNTAX_ERROR = "import torch\n\ndef pick_device(:\n    return torch.device('cpu')\n"
+EXITS_ON_IMPORT = "import os\nos._exit(3)\n"
+ENDLESS_ON_IMPORT = "while True:\n    pass\n"
+
+
+def gradebook(out: Path) -> list[dict[str, str]]:
+    with open(out / "gradebook.csv", newline="", encoding="utf-8") as file:
+        rows = list(csv.reader(file))
+    assert rows[0] == HEADER
+    return [dict(zip(HEADER, row, strict=True)) for row in rows[1:]]
+
+
+def report(out: Path, learner: str) -> dict[str, Any]:
+    data = yaml.safe_load((out / f"{learner}.yaml").read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def statuses(data: dict[str, Any]) -> set[str]:
+    return {c["status"] for ex in data["exercises"].values() for c in ex["checks"]}
+
+
+def static_class(root: Path, names: tuple[str, ...]) -> Path:
+    """Learners whose files never reach the sandbox (syntax errors): graded in milliseconds."""
+    root.mkdir()
+    for name in names:
+        (root / f"{name}.py").write_text(SYNTAX_ERROR.replace("cpu", name), encoding="utf-8")
+    return root
+
+
+def test_batch_grades_every_learner_with_progress_gradebook_and_summary(tmp_path: Path) -> None:
+    cls = tmp_path / "class"
+    cls.mkdir()
+    copy_solutions(cls, "alice", only=("ex1", "ex3"))
+    shutil.copytree(STUBS, cls / "bob")
+    (cls / "carol.py").write_text(SYNTAX_ERROR, encoding="utf-8")
+    (cls / "dave.py").write_text(EXITS_ON_IMPORT, encoding="utf-8")
+    for ignored in (".ipynb_checkpoints", "__pycache__", ".git"):
+        (cls / ignored).mkdir()
+    (cls / ".DS_Store").write_bytes(b"\0\1")
+    out = tmp_path / "out"
+
+    proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--lang", "en")
+
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "4/4" in proc.stderr  # tqdm's bar
+    assert "4 learners: 4 graded, 0 already up to date" in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == [
+        "alice.yaml", "bob.yaml", "carol.yaml", "dave.yaml", "gradebook.csv", "summary.html", "summary.yaml"]
+    rows = gradebook(out)
+    assert [r["learner"] for r in rows] == ["alice", "bob", "carol", "dave"]
+    assert rows[0] == {"learner": "alice", "ex1": "20", "ex2": "0", "ex3": "20", "ex4": "0", "ex5": "0",
+                       "score": "40", "max_score": "100"}
+    assert all(r["score"] == "0" and r["max_score"] == "100" for r in rows[1:])
+    alice = report(out, "alice")
+    assert alice["learner"] == "alice" and alice["score"] == 40.0
+    assert len(alice["submission_sha256"]) == len(alice["course_sha256"]) == 64
+    assert alice["requested_device"] == "auto" and alice["lang"] == "en"
+    assert statuses(report(out, "bob")) == {"not_attempted"}
+    assert statuses(report(out, "carol")) == {"error"}
+    dave = report(out, "dave")
+    assert statuses(dave) == {"error"}
+    assert "while importing" in dave["exercises"]["ex1"]["checks"][0]["message"]
+    summary = yaml.safe_load((out / "summary.yaml").read_text(encoding="utf-8"))
+    assert summary["learners"] == 4
+    assert sum(b["learners"] for b in summary["distribution"]) == 4
+    assert summary["distribution"][0]["learners"] == 3 and summary["distribution"][4]["learners"] == 1
+
+
+def test_rerun_grades_only_learners_whose_submission_changed(tmp_path: Path) -> None:
+    cls = static_class(tmp_path / "class", ("ann", "ben", "cam", "dan"))
+    out = cls / "grades"  # inside the submissions folder: never taken for a learner
+    first = run_cli("batch", str(cls), "-o", str(out))
+    assert first.returncode == 0, first.stderr
+    assert "4 graded" in first.stdout
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.yaml")}
+
+    again = run_cli("batch", str(cls), "-o", str(out))
+    assert "0 graded, 4 already up to date" in again.stdout
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.yaml") if p.stem != "summary"} == {
+        k: v for k, v in stamps.items() if k != "summary.yaml"}
+
+    (cls / "ben.py").write_text(SYNTAX_ERROR + "# changed\n", encoding="utf-8")
+    (out / "cam.yaml").unlink()  # a report lost
+    (out / "dan.yaml").write_text("score: [half written", encoding="utf-8")  # not a report
+    changed = run_cli("batch", str(cls), "-o", str(out))
+    assert "3 graded, 1 already up to date" in changed.stdout
+    assert (out / "ann.yaml").stat().st_mtime_ns == stamps["ann.yaml"]
+    assert report(out, "dan")["learner"] == "dan"
+    assert [r["learner"] for r in gradebook(out)] == ["ann", "ben", "cam", "dan"]
+
+    forced = run_cli("batch", str(cls), "-o", str(out), "--force")
+    assert "4 graded, 0 already up to date" in forced.stdout
+
+    english = run_cli("batch", str(cls), "-o", str(out), "--lang", "en")  # a report in another language
+    assert "4 graded" in english.stdout
+
+
+def test_endless_hostile_and_unreadable_learners_cost_only_their_own_report(tmp_path: Path) -> None:
+    course = course_with(tmp_path, {"run_timeout_s: 300": "run_timeout_s: 15"})
+    cls = tmp_path / "class"
+    cls.mkdir()
+    (cls / "endless.py").write_text(ENDLESS_ON_IMPORT, encoding="utf-8")
+    (cls / "exits.py").write_text(EXITS_ON_IMPORT, encoding="utf-8")
+    (cls / "fine.py").write_text(SYNTAX_ERROR, encoding="utf-8")
+    (cls / "unreadable.py").symlink_to("/proc/self/mem")  # reading it fails with EIO
+    out = tmp_path / "out"
+
+    proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--course", str(course), timeout=120)
+
+    assert proc.returncode == 3, proc.stderr  # the grader failed on one learner, and says so
+    assert "unreadable: grading failed: OSError" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert [r["learner"] for r in gradebook(out)] == ["endless", "exits", "fine", "unreadable"]
+    endless = report(out, "endless")
+    assert endless["score"] == 0.0 and statuses(endless) <= {"timeout", "error"}
+    assert endless["grading_seconds"] < 60
+    assert statuses(report(out, "exits")) == {"error"}
+    assert statuses(report(out, "fine")) == {"error"}
+    unreadable = report(out, "unreadable")
+    assert unreadable["notes"] == ["grader_failed"] and unreadable["score"] == 0.0
+
+    # A report of a failed grading is never up to date: the next run tries that learner again.
+    rerun = run_cli("batch", str(cls), "-o", str(out), "--course", str(course), timeout=120)
+    assert "1 graded, 3 already up to date" in rerun.stdout
+
+
+def test_shards_partition_the_class_and_merge_rebuilds_one_gradebook(tmp_path: Path) -> None:
+    names = ("ann", "ben", "cam", "dan", "eve")
+    cls = static_class(tmp_path / "class", names)
+    shards = [tmp_path / f"shard-{k}" for k in (1, 2)]
+    for k, shard in enumerate(shards, 1):
+        proc = run_cli("batch", str(cls), "-o", str(shard), "--shard", f"{k}/2")
+        assert proc.returncode == 0, proc.stderr
+    graded = [[r["learner"] for r in gradebook(shard)] for shard in shards]
+    assert graded == [["ann", "ben"], ["cam", "dan", "eve"]]
+
+    merged = tmp_path / "merged"
+    proc = run_cli("merge", *map(str, shards), "-o", str(merged))
+    assert proc.returncode == 0, proc.stderr
+    assert [r["learner"] for r in gradebook(merged)] == list(names)
+    assert sorted(p.stem for p in merged.glob("*.yaml")) == sorted([*names, "summary"])
+    summary = yaml.safe_load((merged / "summary.yaml").read_text(encoding="utf-8"))
+    assert summary["learners"] == 5
+    assert (merged / "summary.html").is_file()
+
+    # The merged folder is a batch output like any other: nothing left to grade there.
+    rerun = run_cli("batch", str(cls), "-o", str(merged))
+    assert "0 graded, 5 already up to date" in rerun.stdout
+
+    overlap = run_cli("merge", str(shards[0]), str(merged), "-o", str(tmp_path / "again"))
+    assert overlap.returncode == 2
+    assert "learner 'ann' is in both" in overlap.stderr
+
+
+SEES_ITS_SHARE = """
+import os
+import torch
+
+def pick_device():
+    seen = (os.environ.get("OMP_NUM_THREADS"), os.environ.get("GRADER_GPU_SHARE"))
+    # A torch.device only when the sandbox got its share of the machine; a str fails the check.
+    return torch.device("cpu") if seen == ({threads!r}, "0.5000") else repr(seen)
+"""
+
+
+def test_workers_split_the_cores_and_the_gpu_between_sandboxes(tmp_path: Path) -> None:
+    cls = tmp_path / "class"
+    threads = str(max(1, len(os.sched_getaffinity(0)) // 2))
+    (cls / "probe").mkdir(parents=True)
+    (cls / "probe" / "ex1_device.py").write_text(SEES_ITS_SHARE.format(threads=threads), encoding="utf-8")
+    env_free = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(cls), "-o", str(tmp_path / "out"),
+                           "--workers", "2", "--lang", "en"], capture_output=True, text=True, cwd=ROOT,
+                          env={**env_free, "PYTHONPATH": str(ROOT)}, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    check = report(tmp_path / "out", "probe")["exercises"]["ex1"]["checks"][0]
+    assert check["id"] == "ex1.pick_device_returns_device"
+    assert check["status"] == "passed", check["message"]
+
+
+def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path) -> None:
+    cls = static_class(tmp_path / "class", ("a_first", "c_last"))
+    copy_solutions(cls, "b_slow", only=("ex1",))  # its sandbox takes seconds: time to interrupt it
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "grader", "batch", str(cls), "-o", str(out), "--workers", "1"]
+    with subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        deadline = time.monotonic() + 60
+        while not (out / "a_first.yaml").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C while b_slow is being graded
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "grader: interrupted" in stderr
+    # The learner in progress was finished, the one not started was dropped; the gradebook agrees.
+    assert sorted(p.stem for p in out.glob("*.yaml")) == ["a_first", "b_slow", "summary"]
+    assert [r["learner"] for r in gradebook(out)] == ["a_first", "b_slow"]
+    assert report(out, "b_slow")["exercises"]["ex1"]["score"] == 20.0
+
+    rerun = run_cli("batch", str(cls), "-o", str(out))
+    assert "1 graded, 2 already up to date" in rerun.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--shard", "3/2"), "--shard: '3/2' must be K/N with 1 <= K <= N"),
+    (("--shard", "two"), "--shard: 'two' must be K/N"),
+    (("--workers", "0"), "--workers: 0 must be at least 1"),
+])
+def test_bad_options_are_usage_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    cls = static_class(tmp_path / "class", ("ann",))
+    proc = run_cli("batch", str(cls), "-o", str(tmp_path / "out"), *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    (("ann.py", "ann.ipynb"), "ann.ipynb, ann.py are all submissions of learner 'ann'"),
+    (("summary.py",), "the learner name 'summary' is reserved"),
+])
+def test_ambiguous_learner_names_are_usage_errors(tmp_path: Path, files: tuple[str, ...], message: str) -> None:
+    cls = tmp_path / "class"
+    cls.mkdir()
+    for name in files:
+        (cls / name).write_text("x = 1\n", encoding="utf-8")
+    proc = run_cli("batch", str(cls), "-o", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_submissions_folder_is_a_usage_error(tmp_path: Path) -> None:
+    proc = run_cli("batch", str(tmp_path / "nowhere"), "-o", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert "submissions folder not found" in proc.stderr

@@ -1,0 +1,89 @@
+"""``grader grade ... --gradescope PATH`` writes Gradescope's results.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, course_with, folder_with, run_cli
+
+PICK_DEVICE_AS_STRING = '''
+import torch
+
+def pick_device():
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+def describe_device(device):
+    raise NotImplementedError
+'''
+VISIBILITY_LINE = "visibility: {public: visible, hidden: after_published}"
+EN = yaml.safe_load((ROOT / "grader" / "messages" / "en.yaml").read_text(encoding="utf-8"))
+
+
+def grade_for_gradescope(tmp_path: Path, submission: Path, *extra: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    report, results = tmp_path / "report.yaml", tmp_path / "results" / "results.json"
+    proc = run_cli("grade", str(submission), "-o", str(report), "--gradescope", str(results), "--quiet", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return yaml.safe_load(report.read_text(encoding="utf-8")), json.loads(results.read_text(encoding="utf-8"))
+
+
+def test_results_json_has_one_test_per_check(tmp_path: Path) -> None:
+    learner = folder_with(tmp_path, "learner", {"ex1_device": PICK_DEVICE_AS_STRING})
+    report, results = grade_for_gradescope(tmp_path, learner, "--lang", "en")
+
+    checks = {c["id"]: c for ex in report["exercises"].values() for c in ex["checks"]}
+    tests = {t["name"]: t for t in results["tests"]}
+    assert list(tests) == list(checks)
+    assert results["score"] == report["score"] == sum(t["score"] for t in results["tests"])
+    assert isinstance(results["execution_time"], (int, float)) and results["execution_time"] > 0
+    for name, test in tests.items():
+        assert set(test) >= {"name", "score", "max_score", "status", "output", "visibility"}
+        assert test["max_score"] == checks[name]["max_points"]
+        assert test["status"] == ("passed" if checks[name]["status"] == "passed" else "failed")
+        assert test["visibility"] == {"public": "visible", "hidden": "after_published"}[checks[name]["visibility"]]
+    assert sum(t["max_score"] for t in results["tests"]) == 100.0
+
+    wrong = tests["ex1.pick_device_returns_device"]
+    assert wrong["status"] == "failed" and wrong["score"] == 0.0
+    assert wrong["output"].startswith(checks["ex1.pick_device_returns_device"]["message"])
+    assert f"Hint: {EN['hints']['ex1.pick_device_returns_device']}" in wrong["output"]
+    assert tests["ex2.small_n_answer"]["output"].startswith("Not attempted")
+
+    # The top-level output is seen at once: it counts the hidden checks, never details them.
+    hidden_outputs = [t["output"] for t in results["tests"] if t["visibility"] != "visible" and t["output"]]
+    assert hidden_outputs and not any(out.splitlines()[0] in results["output"] for out in hidden_outputs)
+    assert "Public checks:" in results["output"]
+    assert "their results appear when the grades are published" in results["output"]
+
+
+def test_visibility_comes_from_course_yaml(tmp_path: Path) -> None:
+    course = course_with(tmp_path, {VISIBILITY_LINE: "visibility: {public: after_due_date, hidden: hidden}"})
+    learner = tmp_path / "learner.py"
+    learner.write_text("# nothing yet\n", encoding="utf-8")  # empty: graded without starting a sandbox
+    report, results = grade_for_gradescope(tmp_path, learner, "--course", str(course))
+
+    public = {c["id"] for ex in report["exercises"].values() for c in ex["checks"] if c["visibility"] == "public"}
+    assert {t["visibility"] for t in results["tests"] if t["name"] in public} == {"after_due_date"}
+    assert {t["visibility"] for t in results["tests"] if t["name"] not in public} == {"hidden"}
+    assert results["score"] == 0.0
+    assert "check ẩn" in results["output"]  # course.yaml's default language: Vietnamese
+
+
+@pytest.mark.parametrize(("line", "where"), [
+    ("visibility: {public: visible, hidden: later}", "gradescope.visibility.hidden: 'later' must be one of"),
+    ("visibility: {public: visible, secret: hidden}", "gradescope.visibility.secret: 'hidden' is under an unknown key"),
+])
+def test_bad_gradescope_visibility_is_a_usage_error(tmp_path: Path, line: str, where: str) -> None:
+    course = course_with(tmp_path, {VISIBILITY_LINE: line})
+    learner = tmp_path / "learner.py"
+    learner.write_text("x = 1\n", encoding="utf-8")
+    results = tmp_path / "results.json"
+    proc = run_cli("grade", str(learner), "-o", str(tmp_path / "r.yaml"), "--gradescope", str(results),
+                   "--course", str(course))
+    assert proc.returncode == 2
+    assert where in proc.stderr and str(course) in proc.stderr
+    assert not results.exists()
