@@ -105,8 +105,11 @@ def _limits_preexec(limits: Limits) -> Callable[[], None]:
             (resource.RLIMIT_FSIZE, limits.file_size_mb * mib),
             (resource.RLIMIT_CORE, 0),
         ):
+            # The hard CPU limit a little above the soft one: at the soft limit the kernel sends
+            # SIGXCPU, which the report can name; at the hard one only an anonymous SIGKILL.
+            hard = value + 5 if which == resource.RLIMIT_CPU else value
             with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(which, (value, value))
+                resource.setrlimit(which, (value, hard))
         # A write past the file-size limit then fails with EFBIG in the learner's code (a
         # result with a message) instead of killing the child with SIGXFSZ.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -331,8 +334,9 @@ class _Runner:
             self.charge_import(child.importing, code, killed_for)
         elif child.current is not None and child.current in self.checks:
             status: CheckStatus = "timeout" if killed_for in ("check_timeout", "run_timeout") else "error"
-            message = killed_for or "child_died"
-            params = {"code": code, "limit": str(self.limits.max_processes)}
+            # SIGXCPU: the kernel's answer to RLIMIT_CPU (limits.cpu_seconds).
+            message = killed_for or ("cpu_limit" if code == "signal SIGXCPU" else "child_died")
+            params = {"code": code, "limit": str(self.limits.max_processes), "limit_s": str(self.limits.cpu_seconds)}
             self.outcomes[child.current] = CheckOutcome(child.current, status, message, params)
         if killed_for == "run_timeout":
             self.charge_rest("timeout", "run_timeout")

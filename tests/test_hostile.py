@@ -162,3 +162,14 @@ def test_deleting_files_cannot_damage_the_grader(tmp_path: Path, grade: Callable
     assert sorted(p.name for p in (ROOT / "grader" / "checks").iterdir()) == before
     assert (folder / "ex1_device.py").exists()  # the submission itself is never the work dir
     assert os.path.exists(ROOT / "course.yaml")
+
+
+def test_cpu_time_limit(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    burner = "def to_numpy(t):\n    while True:\n        pass\n"
+    # 12 s of CPU: the child's own start (import torch, pytest) uses about 3; the loop the rest.
+    course = course_with(tmp_path, {"cpu_seconds: 900": "cpu_seconds: 12",
+                                    "check_timeout_s: 30": "check_timeout_s: 60"})
+    graded = grade(folder_with(tmp_path, "burner", {"ex3_roundtrip": burner}), "--course", str(course))
+    check = graded.check("ex3.to_numpy_cpu")
+    assert check["status"] == "error"
+    assert "CPU time" in check["message"]
