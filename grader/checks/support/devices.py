@@ -28,13 +28,13 @@ class Accelerator(Protocol):
     virtual: bool  # timings and memory follow the stand-in's deterministic model
     events: list[Event]
 
-    def count(self, kind: str) -> int: ...
     def live_bytes(self) -> int: ...
     def __enter__(self) -> Accelerator: ...
     def __exit__(self, *exc: object) -> None: ...
 
 
 GPU_SHARE_VAR = "GRADER_GPU_SHARE"
+_perf_counter = time.perf_counter  # the real clock, whatever a check patches later
 
 
 def gpu_share() -> float:
@@ -71,17 +71,14 @@ class RealAccelerator:
         self.budget = budget_bytes
         self._stack = contextlib.ExitStack()
         self._backend: Any = torch.cuda if kind == "cuda" else torch.mps
-
-    def count(self, kind: str) -> int:
-        return sum(1 for e in self.events if e.kind == kind)
+        # Taken before the learner-facing functions are wrapped: recording must not record itself.
+        self._allocated = torch.cuda.memory_allocated if kind == "cuda" else torch.mps.current_allocated_memory
 
     def live_bytes(self) -> int:
-        if self.mode == "cuda":
-            return int(torch.cuda.memory_allocated())
-        return int(torch.mps.current_allocated_memory())
+        return int(self._allocated())
 
     def record(self, kind: str, device: str = "", dtype: str = "") -> None:
-        self.events.append(Event(kind, device or self.mode, time.perf_counter(), self.live_bytes(), dtype))
+        self.events.append(Event(kind, device or self.mode, _perf_counter(), self.live_bytes(), dtype))
 
     def _wrap(self, kind: str, func: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:

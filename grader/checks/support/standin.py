@@ -154,9 +154,6 @@ class StandIn:
         self._reserved = 0
 
     # -- what checks read ---------------------------------------------------------------
-    def count(self, kind: str) -> int:
-        return sum(1 for e in self.events if e.kind == kind)
-
     def matmul_seconds(self, n: int) -> float:
         return 2.0 * n**3 / self.costs.gpu_flops
 
@@ -282,9 +279,6 @@ class StandIn:
         self._reserved = max(self._reserved, self.meter.live_bytes())
         return self._reserved
 
-    def now(self) -> float:
-        return self.timeline.host
-
     def _clock(self, scale: float = 1.0, offset: float = 0.0, as_int: bool = False) -> Callable[[], Any]:
         def read() -> Any:
             self.record("clock")
@@ -396,16 +390,6 @@ class StandIn:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
-
-
-def _is_device_like(arg: object) -> bool:
-    if isinstance(arg, torch.device):
-        return True
-    if isinstance(arg, str):
-        with contextlib.suppress(RuntimeError):
-            torch.device(arg)
-            return True
-    return False
 
 
 @contextlib.contextmanager
