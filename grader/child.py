@@ -24,6 +24,7 @@ from grader.checks.support.outcomes import CheckFailed, ImportTimedOut, LearnerR
 
 CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
 CANARY = "test_canary.py::test_canary"
+_perf_counter = time.perf_counter  # checks patch the clocks (the stand-in's virtual time); durations use the real one
 PLUGIN_NAME = "grader-channel"  # grader/checks/conftest.py finds the plan under this name
 # What the learner's code hitting a resource limit looks like from inside the process.
 MEMORY_LIMIT_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc")
@@ -66,6 +67,7 @@ class ChannelPlugin:
         self._by_nodeid = {c["nodeid"]: c for c in plan["checks"]}
         self._first_exc: dict[str, BaseException | None] = {}
         self._started: dict[str, float] = {}
+        self._props: dict[str, dict[str, Any]] = {}
 
     def send(self, message: dict[str, Any]) -> None:
         self._writer.send(message)
@@ -84,7 +86,7 @@ class ChannelPlugin:
         self._first_exc[nodeid] = None
         check = self._check(nodeid)
         if check is not None:
-            self._started[nodeid] = time.perf_counter()
+            self._started[nodeid] = _perf_counter()
             self.send({"event": "start", "check": check["id"]})
 
     @pytest.hookimpl(hookwrapper=True)
@@ -102,10 +104,8 @@ class ChannelPlugin:
         result = classify(self._first_exc.get(nodeid))
         item_props = self._props.get(nodeid, {})
         result.update({"event": "result", "check": check["id"], "mode": item_props.get("mode"),
-                       "duration_s": round(time.perf_counter() - self._started.get(nodeid, 0.0), 4)})
+                       "duration_s": round(_perf_counter() - self._started.get(nodeid, 0.0), 4)})
         self.send(result)
-
-    _props: dict[str, dict[str, Any]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.user_properties:
