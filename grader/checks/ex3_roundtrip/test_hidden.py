@@ -66,18 +66,13 @@ def test_roundtrip_input_unchanged(ex3: LearnerModule, accel: Callable[..., Acce
 
 def test_to_numpy_grad_and_device(ex3: LearnerModule, accel: Callable[..., Accelerator]) -> None:
     expected = numpy.arange(5, dtype=numpy.float32)
-    t = torch.arange(5, dtype=torch.float32, requires_grad=True)
-    try:
-        result = ex3.to_numpy(t)
-    except LearnerRaised as raised:
-        fail("ex3.numpy_requires_grad", error=raised.exc_text)
-    if not isinstance(result, ndarray_type) or not array_equal(result, expected):
-        fail("ex3.numpy_wrong_values")
     with accel() as acc:
-        on_device = torch.arange(5, dtype=torch.float32, device=acc.device)
-        try:
-            result = ex3.to_numpy(on_device)
-        except LearnerRaised as raised:
-            fail("ex3.numpy_on_device", error=raised.exc_text)
-    if not isinstance(result, ndarray_type) or not array_equal(result, expected):
-        fail("ex3.numpy_wrong_values")
+        cases = (("ex3.numpy_requires_grad", torch.arange(5, dtype=torch.float32, requires_grad=True)),
+                 ("ex3.numpy_on_device", torch.arange(5, dtype=torch.float32, device=acc.device)))
+        for message_id, tensor in cases:
+            try:
+                result = ex3.to_numpy(tensor)
+            except LearnerRaised as raised:
+                fail(message_id, error=raised.exc_text)
+            if not isinstance(result, ndarray_type) or not array_equal(result, expected):
+                fail("ex3.numpy_wrong_values")
