@@ -34,12 +34,11 @@ from grader.course import CHECKS_DIR, Course
 from grader.errors import GraderError
 from grader.grading import failed_report, grade
 from grader.report import as_dict, write_atomic
+from grader.submission import IGNORED_NAMES
 from grader.summary import SUMMARY_STEM, summarize, write_summary
 
 GRADEBOOK = "gradebook.csv"
 MESSAGES_DIR = Path(__file__).parent / "messages"
-# Tools leave these next to the learners' work; they are never a learner.
-IGNORED_NAMES = frozenset({"__pycache__", ".ipynb_checkpoints"})
 # A learner with one of these names would overwrite the class-level files.
 RESERVED_LEARNERS = frozenset({SUMMARY_STEM, Path(GRADEBOOK).stem})
 _CHUNK = 1 << 20

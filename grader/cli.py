@@ -16,10 +16,8 @@ from grader.batch import merge, parse_shard, run_batch
 from grader.course import LANGS, load_course
 from grader.errors import ExitCode, GraderError
 from grader.gradescope import write_results
-from grader.grading import failed_report, grade
+from grader.grading import DEVICES, failed_report, grade
 from grader.report import summary, write_yaml
-
-DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
 def _parser() -> argparse.ArgumentParser:

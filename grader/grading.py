@@ -6,6 +6,7 @@ itself breaks, the learner still gets a zero-score report that says why.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,6 +19,7 @@ from grader.scoring import absent_outcome, build_report, problem_outcome
 from grader.submission import Submission, load_submission
 
 UNKNOWN_DEVICE = DeviceInfo("unknown", "unknown", "unknown")
+DEVICES = ("auto", "cpu", "cuda", "mps")  # what --device / grade(device=) accept
 
 
 def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
@@ -26,13 +28,14 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
     started = time.monotonic()
     submission = load_submission(path, course.modules)
     wanted = set(exercises) if exercises is not None else set(course.exercise_ids)
-    chosen = tuple(ex for ex in course.exercises if ex.id in wanted)
     visible = set(visibility)
+    # The exercises asked for, each with only the checks of the visibility asked for.
+    chosen = tuple(dataclasses.replace(ex, checks=tuple(c for c in ex.checks if c.visibility in visible))
+                   for ex in course.exercises if ex.id in wanted)
     outcomes: dict[str, CheckOutcome] = {}
     to_run: list[CheckSpec] = []
     for ex in chosen:
-        ex_checks = [c for c in ex.checks if c.visibility in visible]
-        for check in ex_checks:
+        for check in ex.checks:
             if ex.id in submission.problems:
                 outcomes[check.id] = problem_outcome(check.id, submission.problems[ex.id])
             elif ex.id not in submission.sources:
@@ -49,9 +52,7 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
         device_info = run.device or UNKNOWN_DEVICE
         notes = run.notes
         output = run.output
-    filtered = tuple(ex.__class__(ex.id, ex.module, ex.title, ex.functions, ex.stub, ex.solution,
-                                  tuple(c for c in ex.checks if c.visibility in visible)) for ex in chosen)
-    return build_report(course, submission, filtered, outcomes, device=device_info, lang=lang,
+    return build_report(course, submission, chosen, outcomes, device=device_info, lang=lang,
                         seconds=time.monotonic() - started, version=__version__, notes=notes,
                         output=output)
 

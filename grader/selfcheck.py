@@ -35,7 +35,7 @@ from nbformat import v4
 
 from grader import __version__, messages
 from grader.course import LANGS, Course, Exercise, load_course
-from grader.grading import UNKNOWN_DEVICE, grade
+from grader.grading import DEVICES, UNKNOWN_DEVICE, grade
 from grader.report import as_dict
 from grader.results import CheckResult, Report
 from grader.sandbox import CheckOutcome
@@ -43,7 +43,6 @@ from grader.scoring import build_report
 from grader.submission import Submission
 
 PUBLIC = ("public",)
-DEVICES = ("auto", "cpu", "cuda", "mps")
 EXERCISES_DIR = Path("exercises")
 NOTEBOOK_NAME = "notebook.ipynb"
 _MARK = {"passed": "✓", "not_attempted": "·", "skipped": "·"}

@@ -35,7 +35,7 @@ SINGLE_MODULE = "submission"
 _PYTHON_BODY_CELL_MAGICS = frozenset({"time", "timeit", "capture"})
 
 # Tools leave these next to the learner's work; they are never the submission itself.
-_IGNORED_NAMES = frozenset({"__pycache__", ".ipynb_checkpoints"})
+IGNORED_NAMES = frozenset({"__pycache__", ".ipynb_checkpoints"})
 
 _MAX_DETAIL = 200
 
@@ -123,7 +123,7 @@ def _load_folder(folder: Path, exercise_modules: Mapping[str, str]) -> Submissio
         entry
         for entry in sorted(folder.iterdir())
         if not entry.name.startswith(".")
-        and entry.name not in _IGNORED_NAMES
+        and entry.name not in IGNORED_NAMES
         and entry.suffix.lower() in (".py", ".ipynb")
         and entry.is_file()
     ]

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.submissions.catalog import MODULES, ROOT
+
 SOLUTIONS = ROOT / "solutions"
 STUBS = ROOT / "exercises"
 STYLES = ROOT / "tests" / "submissions"
-MODULES = {"ex1": "ex1_device", "ex2": "ex2_timing", "ex3": "ex3_roundtrip", "ex4": "ex4_oom", "ex5": "ex5_amp"}
 
 
 @dataclass(frozen=True)

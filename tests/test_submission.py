@@ -13,14 +13,7 @@ from nbformat import v4
 
 from grader.errors import GraderError
 from grader.submission import LoadProblem, SourceFile, Submission, load_submission
-
-MODULES = {
-    "ex1": "ex1_device",
-    "ex2": "ex2_timing",
-    "ex3": "ex3_roundtrip",
-    "ex4": "ex4_oom",
-    "ex5": "ex5_amp",
-}
+from tests.submissions.catalog import MODULES
 
 
 def write_notebook(path: Path, cells: list[nbformat.NotebookNode]) -> Path:

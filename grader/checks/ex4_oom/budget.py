@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from grader.checks.support.devices import Accelerator
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import LearnerRaised, fail
@@ -13,9 +11,13 @@ CHUNKS_THAT_FIT = 8
 MiB = 1024 * 1024
 
 
-def fill_budget(accel: Callable[..., Accelerator]) -> tuple[int, int]:
-    """(budget in bytes, chunks that fit): 8.5 chunks, so the 9th allocation fails."""
-    return int((CHUNKS_THAT_FIT + 0.5) * CHUNK_MB * MiB), CHUNKS_THAT_FIT
+# 8.5 chunks: the 9th allocation fails, on the stand-in and under a real GPU's memory cap.
+FILL_BUDGET = int((CHUNKS_THAT_FIT + 0.5) * CHUNK_MB * MiB)
+
+
+def is_oom(raised: LearnerRaised) -> bool:
+    """The learner's code let an out-of-memory error escape."""
+    return "OutOfMemoryError" in raised.exc_text or "out of memory" in raised.exc_text
 
 
 def run_fill(ex4: LearnerModule, acc: Accelerator) -> tuple[object, int]:
@@ -24,11 +26,7 @@ def run_fill(ex4: LearnerModule, acc: Accelerator) -> tuple[object, int]:
     try:
         count = ex4.fill_until_oom(acc.device, chunk_mb=CHUNK_MB)
     except LearnerRaised as raised:
-        if "OutOfMemoryError" in raised.exc_text or "out of memory" in raised.exc_text:
+        if is_oom(raised):
             fail("ex4.oom_not_caught", error=raised.exc_text[:160])
         raise
     return count, acc.live_bytes() - baseline
-
-
-
-

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex4_oom.budget import CHUNK_MB, fill_budget, run_fill
+from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, run_fill
 from grader.checks.support.devices import Accelerator
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
 
 
 def test_fill_until_oom_returns_count(ex4: LearnerModule, accel: Callable[..., Accelerator]) -> None:
-    budget, expected = fill_budget(accel)
-    with accel(budget_bytes=budget) as acc:
+    expected = CHUNKS_THAT_FIT
+    with accel(budget_bytes=FILL_BUDGET) as acc:
         count, _ = run_fill(ex4, acc)
     if not isinstance(count, int) or isinstance(count, bool):
         fail("ex4.count_not_int", got=type(count).__name__)
