@@ -2,8 +2,8 @@
 
     python benchmarks/validate_gpu.py [--device cuda] [--workers 4] [--out docs/gpu-validation.md]
 
-Grades the reference solutions, the two other correct styles, the stubs and every file of
-the mistake catalog (tests/submissions/mistakes) with ``--device cuda``, and compares each
+Grades the reference solutions, the other correct styles, the stubs and every file of the
+mistake catalog (all listed in tests/submissions/catalog.py) with ``--device cuda``, and compares each
 outcome with what the tests expect on the CPU. Needs only torch, pytest, pytest-timeout and
 pyyaml on the GPU machine (no nbformat: only .py submissions are graded here). Exit status 1
 when any outcome differs from the expectation.

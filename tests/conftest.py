@@ -18,7 +18,6 @@ from tests.submissions.catalog import MODULES, ROOT
 
 SOLUTIONS = ROOT / "solutions"
 STUBS = ROOT / "exercises"
-STYLES = ROOT / "tests" / "submissions"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The real-accelerator recorder, exercised on this CPU machine with the CUDA API simulated.
+"""The real-accelerator recorder, exercised on this CPU machine with the CUDA API simulated,
+and the patches both devices apply to the learner's names.
 
 No GPU has run the grader yet; this at least proves the recorder's wrapping is sound (it once
 recursed: recording a clock read read the clock) and that it sees what the timing checks read.
@@ -7,13 +8,20 @@ recursed: recording a clock read read the clock) and that it sees what the timin
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
-from grader.checks.support.devices import RealAccelerator
+from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
+from grader.checks.support.devices import RealAccelerator, StandInAccelerator, open_accelerator, runs_amp
+from grader.checks.support.learner import LearnerModule, SourceInfo
+from grader.checks.support.standin import StandIn
 from tests.conftest import SOLUTIONS
+
+_REAL_PERF_COUNTER = time.perf_counter
 
 
 def _solution(module: str):  # type: ignore[no-untyped-def]
@@ -46,3 +54,43 @@ def test_recorder_sees_sync_clock_and_matmuls(fake_cuda: None) -> None:
     assert kinds.count("matmul") == 3  # warm-up + 2 timed
     assert "clock" in kinds and "sync" in kinds
     assert time.perf_counter is original  # every patch undone
+
+
+def test_patches_reach_names_the_learner_bound_at_import(tmp_path: Path) -> None:
+    text = "from time import perf_counter\nfrom torch.cuda import synchronize\nimport time\nclock = time.monotonic\n"
+    module = LearnerModule(SourceInfo("bound_learner", "bound_learner.py", text=text,
+                                      filename=str(tmp_path / "bound_learner.py"))).load()
+    try:
+        with StandIn(virtual_clock=True) as standin:
+            assert module.perf_counter is time.perf_counter is not _REAL_PERF_COUNTER  # the virtual clock
+            assert module.clock is time.monotonic  # a module-level alias too
+            module.synchronize()  # the real one raises on a CPU build
+            assert [e.kind for e in standin.events] == ["sync"]
+            module.clock = print  # rebound by the learner meanwhile: left as the learner set it
+        assert module.perf_counter is _REAL_PERF_COUNTER
+        assert module.synchronize is torch.cuda.synchronize and module.clock is print
+    finally:
+        sys.modules.pop("bound_learner", None)
+
+
+def test_amp_checks_never_demand_what_the_gpu_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)  # a T4
+    assert not runs_amp("cuda", torch.bfloat16) and runs_amp("cuda", torch.float16)
+    monkeypatch.setattr(torch.backends.mps, "is_macos_or_newer", lambda major, minor: (major, minor) <= (13, 6))
+    assert not runs_amp("mps", torch.bfloat16)
+    monkeypatch.setattr(torch, "__version__", "2.7.1")
+    assert not runs_amp("mps", torch.float16)  # GradScaler on MPS needs torch 2.8
+    monkeypatch.setattr(torch, "__version__", "2.10.0+cpu")
+    assert runs_amp("mps", torch.float16)
+    assert runs_amp("standin", torch.bfloat16) and runs_amp("standin", torch.float16)
+
+
+def test_a_check_that_cannot_grade_fairly_on_the_gpu_gets_the_stand_in(fake_cuda: None) -> None:
+    assert open_accelerator("auto").mode == "cuda"
+    assert open_accelerator("auto", real_ok=lambda mode: mode != "cuda").mode == "standin"
+    assert open_accelerator("cpu").mode == "standin"
+
+
+def test_stand_in_fill_capacity_is_the_budget_in_chunks() -> None:
+    chunk = CHUNK_MB * MiB
+    assert StandInAccelerator(budget_bytes=FILL_BUDGET).fill_capacity(chunk) == CHUNKS_THAT_FIT

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MODULES, SOLUTIONS, STUBS, STYLES, Graded
+from tests.conftest import MODULES, SOLUTIONS, STUBS, Graded
+from tests.submissions.catalog import CORRECT_STYLES
 
 
-@pytest.mark.parametrize("style", ["solutions", "lesson_style", "modern_style"])
+@pytest.mark.parametrize("style", sorted(CORRECT_STYLES))
 def test_correct_style_scores_100(style: str, tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    source = SOLUTIONS if style == "solutions" else STYLES / style
     submission = tmp_path / style
-    shutil.copytree(source, submission)
+    shutil.copytree(CORRECT_STYLES[style], submission)
     graded = grade(submission)
     assert graded.code == 0, graded.stderr
     assert graded.report is not None

@@ -77,11 +77,16 @@ ex1, ex2, ex3, ex4, ex5 = (_exercise_fixture(f"ex{n}") for n in range(1, 6))
 
 @pytest.fixture
 def accel(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Callable[..., Accelerator]:
-    """``with accel(virtual_clock=True) as acc:`` — the accelerator this check grades on."""
+    """``with accel(virtual_clock=True) as acc:`` — the accelerator this check grades on.
+
+    ``real_ok=lambda mode: ...`` names the real devices this check can grade fairly on; on
+    any other it gets the stand-in.
+    """
     forced = _plan(pytestconfig).get("device")
 
-    def make(*, virtual_clock: bool = False, budget_bytes: int | None = None) -> Accelerator:
-        acc = open_accelerator(forced, virtual_clock=virtual_clock, budget_bytes=budget_bytes)
+    def make(*, virtual_clock: bool = False, budget_bytes: int | None = None,
+             real_ok: Callable[[str], bool] = lambda mode: True) -> Accelerator:
+        acc = open_accelerator(forced, virtual_clock=virtual_clock, budget_bytes=budget_bytes, real_ok=real_ok)
         request.node.user_properties.append(("mode", acc.mode))
         return acc
 

@@ -13,8 +13,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 MODULES = {"ex1": "ex1_device", "ex2": "ex2_timing", "ex3": "ex3_roundtrip", "ex4": "ex4_oom", "ex5": "ex5_amp"}
 EXERCISE_OF = {module: ex for ex, module in MODULES.items()}
+# bound_names imports every library function by name (`from time import perf_counter`,
+# `from torch.cuda import synchronize`): the grader's patches must reach those names too.
 CORRECT_STYLES = {"solutions": ROOT / "solutions", "lesson_style": HERE / "lesson_style",
-                  "modern_style": HERE / "modern_style"}
+                  "modern_style": HERE / "modern_style", "bound_names": HERE / "bound_names"}
 
 
 @dataclass(frozen=True)

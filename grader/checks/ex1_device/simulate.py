@@ -5,18 +5,20 @@ from __future__ import annotations
 import pytest
 import torch
 
+from grader.checks.support.patching import monkeypatch_everywhere
+
 
 def availability(monkeypatch: pytest.MonkeyPatch, *, cuda: bool, mps: bool) -> torch.device:
     """Patch the availability APIs; return the device the contract expects then."""
     expected = torch.device("cuda" if cuda else "mps" if mps else "cpu")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1 if cuda else 0)
-    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
-    monkeypatch.setattr(torch.backends.mps, "is_built", lambda: mps)
+    monkeypatch_everywhere(monkeypatch, torch.cuda, "is_available", lambda: cuda)
+    monkeypatch_everywhere(monkeypatch, torch.cuda, "device_count", lambda: 1 if cuda else 0)
+    monkeypatch_everywhere(monkeypatch, torch.backends.mps, "is_available", lambda: mps)
+    monkeypatch_everywhere(monkeypatch, torch.backends.mps, "is_built", lambda: mps)
     accel = getattr(torch, "accelerator", None)
     if accel is not None:
         current = None if expected.type == "cpu" else torch.device(expected.type)
-        monkeypatch.setattr(accel, "is_available", lambda: current is not None)
-        monkeypatch.setattr(accel, "current_accelerator", lambda *a, **k: current)
-        monkeypatch.setattr(accel, "device_count", lambda: 0 if current is None else 1)
+        monkeypatch_everywhere(monkeypatch, accel, "is_available", lambda: current is not None)
+        monkeypatch_everywhere(monkeypatch, accel, "current_accelerator", lambda *a, **k: current)
+        monkeypatch_everywhere(monkeypatch, accel, "device_count", lambda: 0 if current is None else 1)
     return expected

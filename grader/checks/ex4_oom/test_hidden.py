@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from grader.checks.ex4_oom.budget import CHUNK_MB, FILL_BUDGET, MiB, is_oom, run_fill
+from grader.checks.ex4_oom.budget import CHUNK_MB, MiB, fill_accelerator, is_oom, run_fill
 from grader.checks.ex4_oom.workload import BATCH, budget_forcing_backoff, make_problem, optimizer_for, trained_copy
 from grader.checks.support.devices import Accelerator, real_accelerator_type
 from grader.checks.support.learner import LearnerModule
@@ -21,14 +21,14 @@ CHUNK = CHUNK_MB * MiB
 
 
 def test_fill_until_oom_frees_memory(ex4: LearnerModule, accel: Callable[..., Accelerator]) -> None:
-    with accel(budget_bytes=FILL_BUDGET) as acc:
+    with fill_accelerator(accel) as acc:
         _, still_live = run_fill(ex4, acc)
     if still_live >= CHUNK:
         fail("ex4.memory_not_freed", mib=f"{still_live / MiB:.0f}")
 
 
 def test_fill_until_oom_empty_cache_after_release(ex4: LearnerModule, accel: Callable[..., Accelerator]) -> None:
-    with accel(budget_bytes=FILL_BUDGET) as acc:
+    with fill_accelerator(accel) as acc:
         baseline = acc.live_bytes()
         run_fill(ex4, acc)
         calls = [e for e in acc.events if e.kind == "empty_cache"]
@@ -40,7 +40,7 @@ def test_fill_until_oom_empty_cache_after_release(ex4: LearnerModule, accel: Cal
 
 def test_fill_until_oom_prints_allocated(ex4: LearnerModule, accel: Callable[..., Accelerator],
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    with accel(budget_bytes=FILL_BUDGET) as acc:
+    with fill_accelerator(accel) as acc:
         run_fill(ex4, acc)
     printed = capsys.readouterr().out
     if not re.search(r"\d", printed):

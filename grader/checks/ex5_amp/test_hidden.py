@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grader.checks.ex5_amp.workload import make_problem, train, watch_amp
-from grader.checks.support.devices import Accelerator, StandInAccelerator
+from grader.checks.support.devices import Accelerator, runs_amp
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.meter import MemoryMeter
 from grader.checks.support.outcomes import fail
@@ -21,23 +21,18 @@ STEPS = 2
 AMP_PEAK_RATIO = 0.85
 
 
-def _amp_accelerator(accel: Callable[..., Accelerator], request: pytest.FixtureRequest) -> Accelerator:
-    """The accelerator, unless it is a GPU without fast bfloat16 (a T4): then the stand-in."""
-    acc = accel()
-    if acc.mode == "cuda" and not torch.cuda.is_bf16_supported():
-        request.node.user_properties.append(("mode", "standin"))
-        return StandInAccelerator()
-    return acc
+def _amp(dtype: torch.dtype) -> Callable[[str], bool]:
+    """Grade on the real device only where it runs AMP in ``dtype`` (bfloat16: not on a T4)."""
+    return lambda mode: runs_amp(mode, dtype)
 
 
 def _reduced_matmuls(acc: Accelerator, dtype: torch.dtype) -> int:
     return sum(1 for e in acc.events if e.kind == "matmul" and e.dtype == str(dtype))
 
 
-def test_bf16_uses_autocast(ex5: LearnerModule, accel: Callable[..., Accelerator],
-                            request: pytest.FixtureRequest) -> None:
+def test_bf16_uses_autocast(ex5: LearnerModule, accel: Callable[..., Accelerator]) -> None:
     model, inputs, targets = make_problem(64, 8, 32, 3)
-    with _amp_accelerator(accel, request) as acc:
+    with accel(real_ok=_amp(torch.bfloat16)) as acc:
         train(ex5, model, inputs, targets, acc.device, STEPS, torch.bfloat16)
         if _reduced_matmuls(acc, torch.bfloat16) == 0:
             fail("ex5.no_autocast", dtype="bfloat16")
@@ -46,7 +41,7 @@ def test_bf16_uses_autocast(ex5: LearnerModule, accel: Callable[..., Accelerator
 def test_fp16_uses_grad_scaler(ex5: LearnerModule, accel: Callable[..., Accelerator],
                                monkeypatch: pytest.MonkeyPatch) -> None:
     model, inputs, targets = make_problem(64, 8, 32, 3)
-    with watch_amp(monkeypatch) as calls, accel() as acc:
+    with watch_amp(monkeypatch) as calls, accel(real_ok=_amp(torch.float16)) as acc:
         train(ex5, model, inputs, targets, acc.device, STEPS, torch.float16)
         if _reduced_matmuls(acc, torch.float16) == 0:
             fail("ex5.no_autocast", dtype="float16")
@@ -57,7 +52,7 @@ def test_fp16_uses_grad_scaler(ex5: LearnerModule, accel: Callable[..., Accelera
 def test_modern_amp_api(ex5: LearnerModule, accel: Callable[..., Accelerator],
                         monkeypatch: pytest.MonkeyPatch) -> None:
     model, inputs, targets = make_problem(64, 8, 32, 3)
-    with watch_amp(monkeypatch) as calls, accel() as acc:
+    with watch_amp(monkeypatch) as calls, accel(real_ok=_amp(torch.float16)) as acc:
         train(ex5, model, inputs, targets, acc.device, 1, torch.float16)
     if calls.deprecated:
         fail("ex5.deprecated_amp", api=", ".join(sorted(set(calls.deprecated))))
@@ -80,9 +75,8 @@ def _peak(ex5: LearnerModule, acc: Accelerator, dtype: torch.dtype | None) -> in
     return meter.peak
 
 
-def test_amp_saves_memory(ex5: LearnerModule, accel: Callable[..., Accelerator],
-                          request: pytest.FixtureRequest) -> None:
-    with _amp_accelerator(accel, request) as acc:
+def test_amp_saves_memory(ex5: LearnerModule, accel: Callable[..., Accelerator]) -> None:
+    with accel(real_ok=_amp(torch.bfloat16)) as acc:
         fp32 = _peak(ex5, acc, None)
         amp = _peak(ex5, acc, torch.bfloat16)
     if amp > AMP_PEAK_RATIO * fp32:

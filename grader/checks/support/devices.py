@@ -12,13 +12,14 @@ import contextlib
 import os
 import time
 import timeit
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from grader.checks.support.patching import patched
 from grader.checks.support.standin import ARITHMETIC, MATMULS, Event, StandIn
 
 
@@ -29,6 +30,7 @@ class Accelerator(Protocol):
     events: list[Event]
 
     def live_bytes(self) -> int: ...
+    def fill_capacity(self, chunk_bytes: int) -> int: ...
     def __enter__(self) -> Accelerator: ...
     def __exit__(self, *exc: object) -> None: ...
 
@@ -59,6 +61,32 @@ def real_accelerator_type() -> str | None:
     return None
 
 
+# GradScaler runs on MPS from torch 2.8 (pytorch/pytorch#150255); before, its unscale step
+# casts to float64, which MPS lacks.
+MPS_GRAD_SCALER_TORCH = (2, 8)
+
+
+def _torch_version() -> tuple[int, int]:
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+def runs_amp(mode: str, dtype: torch.dtype) -> bool:
+    """Whether a device of this mode runs autocast in ``dtype`` (float16: with GradScaler).
+
+    A check never demands what the hardware cannot do: where this is False the check grades on
+    the stand-in instead (a T4 has no fast bfloat16; an MPS before macOS 14 has no bfloat16).
+    """
+    if mode == "cuda":
+        return dtype != torch.bfloat16 or bool(torch.cuda.is_bf16_supported())
+    if mode == "mps":  # untested: no Mac has run this yet
+        if dtype == torch.bfloat16:
+            newer = getattr(torch.backends.mps, "is_macos_or_newer", None)
+            return newer is not None and bool(newer(14, 0))
+        return _torch_version() >= MPS_GRAD_SCALER_TORCH
+    return True
+
+
 class RealAccelerator:
     """Records what the learner's code does on a real CUDA or MPS device."""
 
@@ -73,9 +101,28 @@ class RealAccelerator:
         self._backend: Any = torch.cuda if kind == "cuda" else torch.mps
         # Taken before the learner-facing functions are wrapped: recording must not record itself.
         self._allocated = torch.cuda.memory_allocated if kind == "cuda" else torch.mps.current_allocated_memory
+        self._empty_cache = self._backend.empty_cache
 
     def live_bytes(self) -> int:
         return int(self._allocated())
+
+    def fill_capacity(self, chunk_bytes: int) -> int:
+        """How many float32 chunks fit under the memory cap, measured by filling it once.
+
+        The caching allocator reserves whole segments (20 MiB for a 4 MiB chunk), and the cap
+        counts reserved memory, so the count is measured, not derived from the budget.
+        """
+        numel = chunk_bytes // 4
+        held: list[torch.Tensor] = []
+        try:
+            while len(held) < 10_000:
+                held.append(torch.empty(numel, dtype=torch.float32, device=self.device))
+        except torch.OutOfMemoryError:
+            pass
+        count = len(held)
+        held.clear()
+        self._empty_cache()
+        return count
 
     def record(self, kind: str, device: str = "", dtype: str = "") -> None:
         self.events.append(Event(kind, device or self.mode, _perf_counter(), self.live_bytes(), dtype))
@@ -88,8 +135,7 @@ class RealAccelerator:
 
         return wrapper
 
-    @contextlib.contextmanager
-    def _patched(self) -> Iterator[None]:
+    def _patches(self) -> dict[tuple[object, str], object]:
         targets: list[tuple[object, str, str]] = [
             (self._backend, "synchronize", "sync"),
             (self._backend, "empty_cache", "empty_cache"),
@@ -104,17 +150,7 @@ class RealAccelerator:
         accel = getattr(torch, "accelerator", None)
         if accel is not None:
             targets.append((accel, "synchronize", "sync"))
-        saved = []
-        try:
-            for obj, attr, kind in targets:
-                if hasattr(obj, attr):
-                    original = getattr(obj, attr)
-                    saved.append((obj, attr, original))
-                    setattr(obj, attr, self._wrap(kind, original))
-            yield
-        finally:
-            for obj, attr, original in reversed(saved):
-                setattr(obj, attr, original)
+        return {(obj, attr): self._wrap(kind, getattr(obj, attr)) for obj, attr, kind in targets if hasattr(obj, attr)}
 
     def __enter__(self) -> RealAccelerator:
         self._backend.synchronize()
@@ -122,14 +158,15 @@ class RealAccelerator:
         if self.budget is not None and self.mode == "cuda":
             # The OOM exercise then fails in seconds and never starves other GPU users.
             total = torch.cuda.get_device_properties(self.device).total_memory
-            fraction = min(gpu_share(), (torch.cuda.memory_allocated() + self.budget) / total)
+            # The cap counts reserved memory (whole segments), not only live tensors.
+            fraction = min(gpu_share(), (torch.cuda.memory_reserved() + self.budget) / total)
             torch.cuda.set_per_process_memory_fraction(fraction)
             self._stack.callback(torch.cuda.set_per_process_memory_fraction, gpu_share())
         elif self.budget is not None and self.mode == "mps":  # untested: no Mac has run this yet
             limit = torch.mps.recommended_max_memory()
             torch.mps.set_per_process_memory_fraction((torch.mps.current_allocated_memory() + self.budget) / limit)
             self._stack.callback(torch.mps.set_per_process_memory_fraction, 0.0)
-        self._stack.enter_context(self._patched())
+        self._stack.enter_context(patched(self._patches()))
         self._stack.enter_context(_MatmulRecorder(self))
         return self
 
@@ -165,13 +202,20 @@ class StandInAccelerator(StandIn):
     def live_bytes(self) -> int:
         return self.meter.live_bytes()
 
+    def fill_capacity(self, chunk_bytes: int) -> int:
+        return (self.meter.budget or 0) // chunk_bytes
 
-def open_accelerator(forced: str | None, *, virtual_clock: bool = False,
-                     budget_bytes: int | None = None) -> Accelerator:
-    """The real accelerator when there is one (and the grader may use it), else the stand-in."""
+
+def open_accelerator(forced: str | None, *, virtual_clock: bool = False, budget_bytes: int | None = None,
+                     real_ok: Callable[[str], bool] = lambda mode: True) -> Accelerator:
+    """The real accelerator when there is one (and the grader may use it), else the stand-in.
+
+    ``real_ok(mode)`` False: this check cannot grade fairly on that device (bfloat16 on a T4,
+    the untyped OOM of MPS), so it grades on the stand-in, and its report says so.
+    """
     kind = real_accelerator_type() if forced in (None, "auto", "cuda", "mps") else None
     if forced in ("cuda", "mps") and kind != forced:
         kind = None
-    if kind is not None:
+    if kind is not None and real_ok(kind):
         return RealAccelerator(kind, budget_bytes)
     return StandInAccelerator(virtual_clock=virtual_clock, budget_bytes=budget_bytes)

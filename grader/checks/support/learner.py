@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import linecache
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -64,6 +65,19 @@ def _tell(event: str, module: str) -> None:
         import_listener(event, module)
 
 
+_LEARNER_DIRS: set[str] = set()  # where the learner's modules (and a folder's helpers) live
+
+
+def learner_namespaces() -> list[dict[str, Any]]:
+    """The globals of every imported module whose file is in the learner's work dir."""
+    namespaces = []
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if isinstance(filename, str) and filename.startswith(tuple(_LEARNER_DIRS)):
+            namespaces.append(vars(module))
+    return namespaces
+
+
 def _import_from_text(source: SourceInfo) -> ModuleType:
     """Import the learner's module from the text the grader read, not from disk.
 
@@ -76,6 +90,9 @@ def _import_from_text(source: SourceInfo) -> ModuleType:
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     module.__file__ = source.filename
+    # Both spellings: a helper's __file__ comes from sys.path, which holds the resolved cwd.
+    for spelling in (os.path.abspath, os.path.realpath):
+        _LEARNER_DIRS.add(os.path.dirname(spelling(source.filename)) + os.sep)
     lines = source.text.splitlines(keepends=True)
     linecache.cache[source.filename] = (len(source.text), None, lines, source.filename)  # tracebacks show the lines
     sys.modules[source.module] = module

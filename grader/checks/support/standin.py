@@ -35,6 +35,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
 from grader.checks.support.meter import MemoryMeter
+from grader.checks.support.patching import patched
 
 TAG = "_standin_device"
 NAME = "Stand-in GPU (emulated on CPU)"
@@ -369,20 +370,8 @@ class StandIn:
             })
         return patches
 
-    @contextlib.contextmanager
-    def _patched(self) -> Iterator[None]:
-        saved: list[tuple[object, str, object]] = []
-        try:
-            for (obj, attr), value in self._patches().items():
-                saved.append((obj, attr, getattr(obj, attr)))
-                setattr(obj, attr, value)
-            yield
-        finally:
-            for obj, attr, value in reversed(saved):
-                setattr(obj, attr, value)
-
     def __enter__(self) -> StandIn:
-        self._stack.enter_context(self._patched())
+        self._stack.enter_context(patched(self._patches()))
         self._stack.enter_context(_amp_on_cpu(self.kind))
         self._stack.enter_context(self.meter)
         self._stack.enter_context(_Mode(self))
