@@ -12,6 +12,7 @@ when any outcome differs from the expectation.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import shutil
@@ -21,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -83,6 +85,52 @@ def _grade_mistake(mistake: Mistake, device: str, work: Path) -> Row:
                time.monotonic() - started, _modes(report))
 
 
+def _load(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _probe(torch: Any) -> list[str]:
+    """The figures the real-GPU thresholds rest on, measured here (each line may fail alone)."""
+    from grader.checks.ex2_timing.test_hidden import REAL_TOTAL_RATIO
+    from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
+    from grader.checks.support.devices import RealAccelerator, runs_amp
+
+    if not torch.cuda.is_available():
+        return ["no CUDA device: nothing probed"]
+    device = torch.device("cuda")
+    lines = []
+
+    def capacity() -> str:
+        with RealAccelerator("cuda", FILL_BUDGET) as acc:
+            return str(acc.fill_capacity(CHUNK_MB * MiB))
+
+    def ratio(path: Path) -> str:
+        module = _load(path, f"probe_{path.stem}")
+        module.time_matmul(2048, device, repeats=2)  # warm the library for this size
+        return f"{module.time_matmul(2048, device, repeats=8) / module.time_matmul(2048, device, repeats=2):.2f}"
+
+    probes = {
+        "bf16 / fp16 AMP graded on the GPU": lambda: f"{runs_amp('cuda', torch.bfloat16)} / "
+                                                    f"{runs_amp('cuda', torch.float16)}",
+        f"chunks of {CHUNK_MB} MiB that fit under the fill cap (stand-in: {CHUNKS_THAT_FIT})":
+            capacity,
+        f"time_matmul(2048) 8 repeats / 2, solutions (a mean: ~1; bound {REAL_TOTAL_RATIO})":
+            lambda: ratio(ROOT / "solutions" / "ex2_timing.py"),
+        "the same, mistakes/ex2_timing/total_not_mean (a total: ~4)":
+            lambda: ratio(ROOT / "tests" / "submissions" / "mistakes" / "ex2_timing" / "total_not_mean.py"),
+    }
+    for label, measure in probes.items():
+        try:
+            lines.append(f"- {label}: {measure()}")
+        except Exception as exc:  # noqa: BLE001 - a probe that breaks is itself a finding
+            lines.append(f"- {label}: failed, {type(exc).__name__}: {exc}")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", choices=("cuda", "mps", "auto", "cpu"))
@@ -104,6 +152,7 @@ def main() -> int:
             rows = [job.result() for job in jobs]
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    probed = _probe(torch) if args.device in ("cuda", "auto") else []
     lines = [
         f"GPU validation, {time.strftime('%Y-%m-%d')}: {gpu}, torch {torch.__version__}, "
         f"Python {platform.python_version()}, --device {args.device}, {time.monotonic() - started:.0f} s",
@@ -114,6 +163,7 @@ def main() -> int:
           f"| {r.seconds:.1f} | {r.modes} |" for r in rows),
         "",
         f"{sum(r.ok for r in rows)} passed, {sum(not r.ok for r in rows)} failed",
+        *(["", "Measured for the thresholds:", *probed] if probed else []),
     ]
     text = "\n".join(lines)
     print(text)
