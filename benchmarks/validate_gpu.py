@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
+from grader.forkserver import fork_servers  # noqa: E402
 from grader.grading import grade  # noqa: E402
 from grader.results import Report  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES, Mistake, mistakes  # noqa: E402
@@ -145,7 +146,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="gpu-validation-"))
     started = time.monotonic()
     try:
-        with ThreadPoolExecutor(args.workers) as pool:
+        # As `grader batch` does: each worker forks its sandboxes from a server (grader/forkserver.py).
+        with fork_servers(), ThreadPoolExecutor(args.workers) as pool:
             jobs = [pool.submit(_grade_correct, name, path, args.device, work) for name, path in CORRECT_STYLES.items()]
             jobs.append(pool.submit(_grade_stubs, args.device, work))
             jobs += [pool.submit(_grade_mistake, m, args.device, work) for m in mistakes()]

@@ -32,6 +32,7 @@ from tqdm import tqdm
 from grader import __version__
 from grader.course import CHECKS_DIR, Course
 from grader.errors import GraderError
+from grader.forkserver import fork_servers
 from grader.grading import failed_report, grade
 from grader.report import as_dict, write_atomic
 from grader.submission import IGNORED_NAMES
@@ -312,8 +313,8 @@ class Batch:
         bar = tqdm(total=len(learners), initial=current, unit="learner", desc="grading", file=sys.stderr,
                    disable=not self.progress, dynamic_ncols=True)
         # The environment stays until the pool is shut down: a sandbox restarted after a crash
-        # starts a child too.
-        with machine_shared_by(self.workers):
+        # starts a child too. Each worker forks its children from a server that imported torch once.
+        with machine_shared_by(self.workers), fork_servers():
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grade")
             try:
                 futures = {pool.submit(self.grade, learner, stamp): learner for learner, stamp in todo}

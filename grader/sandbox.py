@@ -14,6 +14,8 @@ exercise its points.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import json
 import os
 import resource
@@ -25,11 +27,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader import forkserver
 from grader.channel import parse
 from grader.course import CheckSpec, Limits
 from grader.results import CheckMode, CheckStatus, DeviceInfo
@@ -82,7 +85,7 @@ class _Output:
 class _Child:
     """One child process and what it said so far."""
 
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | forkserver.ForkedChild
     channel: int
     key: bytes
     buffer: bytes = b""
@@ -93,28 +96,26 @@ class _Child:
     done: bool = False
 
 
-def _limits_preexec(limits: Limits) -> Callable[[], None]:
-    def apply() -> None:
-        os.setsid()
-        mib = 1024 * 1024
-        for which, value in (
-            # Data, not address space: a CUDA context reserves tens of GiB of address space it
-            # never touches, which RLIMIT_AS would refuse; private memory is what a grab uses.
-            (resource.RLIMIT_DATA, limits.memory_mb * mib),
-            (resource.RLIMIT_CPU, limits.cpu_seconds),
-            (resource.RLIMIT_FSIZE, limits.file_size_mb * mib),
-            (resource.RLIMIT_CORE, 0),
-        ):
-            # The hard CPU limit a little above the soft one: at the soft limit the kernel sends
-            # SIGXCPU, which the report can name; at the hard one only an anonymous SIGKILL.
-            hard = value + 5 if which == resource.RLIMIT_CPU else value
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(which, (value, hard))
-        # A write past the file-size limit then fails with EFBIG in the learner's code (a
-        # result with a message) instead of killing the child with SIGXFSZ.
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-    return apply
+def apply_limits(limits: Limits) -> None:
+    """In the child, before any learner code: its own session and the course's limits."""
+    os.setsid()
+    mib = 1024 * 1024
+    for which, value in (
+        # Data, not address space: a CUDA context reserves tens of GiB of address space it
+        # never touches, which RLIMIT_AS would refuse; private memory is what a grab uses.
+        (resource.RLIMIT_DATA, limits.memory_mb * mib),
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * mib),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        # The hard CPU limit a little above the soft one: at the soft limit the kernel sends
+        # SIGXCPU, which the report can name; at the hard one only an anonymous SIGKILL.
+        hard = value + 5 if which == resource.RLIMIT_CPU else value
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(which, (value, hard))
+    # A write past the file-size limit then fails with EFBIG in the learner's code (a
+    # result with a message) instead of killing the child with SIGXFSZ.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 def token_processes(token: str) -> list[int]:
@@ -147,26 +148,41 @@ def kill_everything(pid: int, token: str) -> None:
         time.sleep(0.05)
 
 
-def _spawn(workdir: Path, plan: dict[str, Any], device: str, limits: Limits, token: str) -> _Child:
-    read_fd, write_fd = os.pipe()
-    key = secrets.token_bytes(32)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+def _base_env() -> dict[str, str]:
+    """The environment every child of this grader shares (the run's token and device aside)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_")) and k != TOKEN_VAR}
     env.update({"PYTHONPATH": str(PACKAGE_ROOT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", TOKEN_VAR: token,
+                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
                 # Only the plugins the checks need (child.py loads pytest-timeout): whatever else is
                 # installed (Colab has many) neither slows the child nor changes how checks run.
                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "grader.child"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=workdir, env=env,
-        pass_fds=(write_fd,),
-        preexec_fn=_limits_preexec(limits),  # noqa: PLW1509 - setrlimit must run in the child, before exec
-    )
+    return env
+
+
+def _spawn(workdir: Path, plan: dict[str, Any], device: str, limits: Limits, token: str) -> _Child:
+    read_fd, write_fd = os.pipe()
+    key = secrets.token_bytes(32)
+    base = _base_env()
+    env = {**base, TOKEN_VAR: token, **({"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {})}
+    process: subprocess.Popen[bytes] | forkserver.ForkedChild | None = None
+    channel = write_fd
+    if forkserver.enabled():
+        try:
+            server = forkserver.server_for_this_thread(base, len(token), TOKEN_VAR)
+            process = server.spawn(str(workdir), env, dataclasses.asdict(limits), write_fd)
+            channel = forkserver.CHANNEL_FD
+        except forkserver.ServerGone:
+            process = None  # exec this one, as without a server
+    if process is None:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "grader.child"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=workdir, env=env,
+            pass_fds=(write_fd,),
+            preexec_fn=functools.partial(apply_limits, limits),  # noqa: PLW1509 - must run in the child, before exec
+        )
     os.close(write_fd)
     assert process.stdin is not None
-    process.stdin.write(json.dumps({**plan, "fd": write_fd, "key": key.hex()}).encode() + b"\n")
+    process.stdin.write(json.dumps({**plan, "fd": channel, "key": key.hex()}).encode() + b"\n")
     process.stdin.close()
     return _Child(process, read_fd, key)
 

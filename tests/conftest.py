@@ -41,18 +41,33 @@ class Graded:
         return {c["id"] for c in self.exercise(ex_id)["checks"] if c["status"] != "passed"}
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, check=False,
                           cwd=cwd or ROOT, env=env, timeout=timeout)
 
 
 @pytest.fixture
 def grade(tmp_path: Path) -> Callable[..., Graded]:
-    def run(submission: Path, *extra: str) -> Graded:
+    def run(submission: Path, *extra: str, env: dict[str, str] | None = None) -> Graded:
         out = tmp_path / "reports" / f"{submission.stem}-{len(list(tmp_path.glob('reports/*')))}.yaml"
-        proc = run_cli("grade", str(submission), "-o", str(out), "--lang", "en", *extra)
+        proc = run_cli("grade", str(submission), "-o", str(out), "--lang", "en", *extra, env=env)
         report = yaml.safe_load(out.read_text(encoding="utf-8")) if out.exists() else None
+        return Graded(proc.returncode, proc.stdout, proc.stderr, report)
+
+    return run
+
+
+@pytest.fixture
+def batch_one(tmp_path: Path) -> Callable[..., Graded]:
+    """``grader batch`` on a class of one: its children are forked from a fork server."""
+    def run(submission: Path, *extra: str, env: dict[str, str] | None = None) -> Graded:
+        out = tmp_path / "batch-reports"
+        proc = run_cli("batch", str(submission.parent), "-o", str(out), "--lang", "en", "--workers", "1", *extra,
+                       env=env)
+        path = out / f"{submission.name}.yaml"
+        report = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
         return Graded(proc.returncode, proc.stdout, proc.stderr, report)
 
     return run

@@ -179,9 +179,9 @@ import os
 import torch
 
 def pick_device():
-    seen = (os.environ.get("OMP_NUM_THREADS"), os.environ.get("GRADER_GPU_SHARE"))
+    seen = (os.environ.get("OMP_NUM_THREADS"), os.environ.get("GRADER_GPU_SHARE"), str(torch.get_num_threads()))
     # A torch.device only when the sandbox got its share of the machine; a str fails the check.
-    return torch.device("cpu") if seen == ({threads!r}, "0.5000") else repr(seen)
+    return torch.device("cpu") if seen == ({threads!r}, "0.5000", {threads!r}) else repr(seen)
 """
 
 

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, Graded, copy_solutions, course_with, folder_with, solution_text
 
 
@@ -27,7 +29,21 @@ def test_memory_grab_is_a_memory_limit_result(tmp_path: Path, grade: Callable[..
     assert "memory limit" in check["message"]
 
 
-def test_background_processes_are_gone_after_grading(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+# `grader grade` execs its child; `grader batch` forks children from a server that imported
+# torch once (grader/forkserver.py), unless GRADER_FORKSERVER=0.
+SPAWNS = ["grade", "batch", "batch-exec"]
+
+
+def _run(spawn: str, request: pytest.FixtureRequest) -> Callable[..., Graded]:
+    run: Callable[..., Graded] = request.getfixturevalue("grade" if spawn == "grade" else "batch_one")
+    if spawn == "batch-exec":
+        return lambda submission, *extra: run(submission, *extra, env={"GRADER_FORKSERVER": "0"})
+    return run
+
+
+@pytest.mark.parametrize("spawn", SPAWNS)
+def test_background_processes_are_gone_after_grading(spawn: str, tmp_path: Path,
+                                                     request: pytest.FixtureRequest) -> None:
     pids = tmp_path / "pids.txt"
     spawner = f'''
 import os, subprocess, sys
@@ -43,7 +59,7 @@ if os.fork() == 0:            # a daemon: double fork, new session
 with open({str(pids)!r}, "a") as f:
     f.write("".join(f"{{p.pid}}\\n" for p in procs))
 ''' + solution_text("ex1")
-    graded = grade(folder_with(tmp_path, "spawner", {"ex1_device": spawner}))
+    graded = _run(spawn, request)(folder_with(tmp_path / "class", "spawner", {"ex1_device": spawner}))
     assert graded.exercise("ex1")["status"] == "passed"
     time.sleep(0.5)
     started = [int(line) for line in pids.read_text().split()]
@@ -173,3 +189,39 @@ def test_cpu_time_limit(tmp_path: Path, grade: Callable[..., Graded]) -> None:
     check = graded.check("ex3.to_numpy_cpu")
     assert check["status"] == "error"
     assert "CPU time" in check["message"]
+
+
+PARENT_PROBE = """
+import os
+with open({path!r}, "a") as f:
+    f.write(open(f"/proc/{{os.getppid()}}/cmdline").read().replace("\\0", " ") + "\\n")
+"""
+
+
+@pytest.mark.parametrize("spawn", SPAWNS)
+def test_only_batch_forks_children_from_a_server(spawn: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    parents = tmp_path / "parents.txt"
+    probe = PARENT_PROBE.format(path=str(parents)) + solution_text("ex1")
+    graded = _run(spawn, request)(folder_with(tmp_path / "class", "probe", {"ex1_device": probe}))
+    assert graded.exercise("ex1")["status"] == "passed"
+    parent = parents.read_text().splitlines()[0]
+    assert ("grader.forkserver" in parent) == (spawn == "batch"), parent
+
+
+def test_killing_the_fork_server_does_not_stop_grading(tmp_path: Path, batch_one: Callable[..., Graded]) -> None:
+    killer = """
+import os, signal
+
+def roundtrip(x, device):
+    os.kill(os.getppid(), signal.SIGKILL)   # the fork server
+    return (x.to(device) * 2 + 1).cpu()
+
+def to_numpy(t):
+    return t.detach().cpu().numpy()
+"""
+    folder = folder_with(tmp_path / "class", "killer", {"ex3_roundtrip": killer, "ex1_device": solution_text("ex1")})
+    graded = batch_one(folder)
+    assert graded.code == 0, graded.stderr
+    assert "Traceback" not in graded.stderr
+    assert graded.exercise("ex1")["status"] == "passed"
+    assert graded.exercise("ex3")["status"] == "passed"  # the orphaned child finished its checks
