@@ -6,7 +6,8 @@ Measures, on this machine:
   * seconds to ``python -c "import torch"`` (and a bare ``python -c pass``);
   * seconds to grade one full submission (solutions/) with ``grader grade``;
   * seconds per learner for a class (copies of solutions/, the correct styles, the stubs and
-    solutions with one known mistake each) with ``grader batch --workers 1`` and ``--workers 2``;
+    solutions with one known mistake each) with ``grader batch --workers 1`` and ``--workers 2``,
+    and ``--workers 2`` with ``GRADER_FORKSERVER=0`` (every sandbox a fresh Python);
   * where one grade's time goes: process start, imports, each exercise's checks (from the
     report's per-check ``seconds``), and the rest (the sandboxed child starting up).
 Each step runs the real command line in a subprocess, as an instructor would. Besides wall
@@ -43,11 +44,11 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(cmd: Sequence[str], *, check: bool = True) -> float:
+def timed(cmd: Sequence[str], *, check: bool = True, env: dict[str, str] | None = None) -> float:
     """Wall seconds of one command; its CPU seconds (with all it waited for) go to CPU_SECONDS."""
     cpu = _children_cpu()
     started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=ROOT, env={**ENV, **(env or {})}, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
     CPU_SECONDS.append(_children_cpu() - cpu)
     if check and proc.returncode != 0:
@@ -82,9 +83,10 @@ def make_class(root: Path, size: int) -> Path:
     return cls
 
 
-def batch(cls: Path, out: Path, workers: int, device: str) -> float:
+def batch(cls: Path, out: Path, workers: int, device: str, fork_server: bool = True) -> float:
     return timed([sys.executable, "-m", "grader", "batch", str(cls), "-o", str(out), "--workers", str(workers),
-                  "--force", "--quiet", "--device", device, "--lang", "en"])
+                  "--force", "--quiet", "--device", device, "--lang", "en"],
+                 env={"GRADER_FORKSERVER": "1" if fork_server else "0"})
 
 
 def breakdown(report: dict[str, Any]) -> dict[str, float]:
@@ -137,19 +139,20 @@ def main() -> int:
 
         cls = make_class(work, args.learners)
         walls = {}
-        for workers in (1, 2):
-            out = work / f"out-{workers}"
-            walls[workers] = batch(cls, out, workers, args.device)
+        for workers, fork_server in ((1, True), (2, True), (2, False)):
+            out = work / f"out-{workers}-{fork_server}"
+            walls[workers, fork_server] = wall = batch(cls, out, workers, args.device, fork_server)
             cpu = CPU_SECONDS[-1]
-            per = walls[workers] / args.learners
             graded = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in out.glob("learner*.yaml")]
             mean_grade = statistics.fmean(float(r["grading_seconds"]) for r in graded)
             mean_checks = statistics.fmean(sum(breakdown(r).values()) for r in graded)
-            print(f"class of {args.learners}, --workers {workers}:    {walls[workers]:6.1f} s wall, "
-                  f"{per:5.2f} s per learner, {args.learners / walls[workers] * 60:5.1f} learners/min")
+            label = f"--workers {workers}" + ("" if fork_server else ", GRADER_FORKSERVER=0")
+            print(f"class of {args.learners}, {label}:    {wall:6.1f} s wall, "
+                  f"{wall / args.learners:5.2f} s per learner, {args.learners / wall * 60:5.1f} learners/min")
             print(f"    per learner: grade {mean_grade:.2f} s, of which checks {mean_checks:.2f} s; "
-                  f"CPU {cpu / args.learners:.2f} s; {cpu / walls[workers]:.2f} cores busy")
-        print(f"  2 workers / 1 worker throughput: {walls[1] / walls[2]:.2f} x  (target >= 1.8)")
+                  f"CPU {cpu / args.learners:.2f} s; {cpu / wall:.2f} cores busy")
+        print(f"  2 workers / 1 worker throughput: {walls[1, True] / walls[2, True]:.2f} x  (target >= 1.8)")
+        print(f"  fork server / exec'd sandboxes, 2 workers: {walls[2, False] / walls[2, True]:.2f} x")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -50,6 +50,7 @@ PRELOAD = ("torch", "torch._dynamo", "numpy", "pytest", "_pytest.python", "pytes
 
 _state = threading.local()
 _servers: list[ForkServer] = []
+_failed: set[int] = set()  # threads whose server could not start: they exec their children
 _active = threading.Event()
 
 
@@ -164,14 +165,21 @@ def enabled() -> bool:
 
 
 def server_for_this_thread(env: dict[str, str], token_length: int, token_var: str) -> ForkServer:
-    """This thread's server (started on first use); raises ServerGone when there is none."""
+    """This thread's server (started on first use, restarted if it died); raises ServerGone
+    when there is none. A server that could not start once is not tried again in this thread."""
+    if threading.get_ident() in _failed:
+        raise ServerGone("no fork server in this thread")
     server: ForkServer | None = getattr(_state, "server", None)
     if server is not None and server.process.poll() is None and server.env == env:
         return server
     if server is not None:
         server.close()
     _state.server = None
-    server = ForkServer(env, token_length, token_var)
+    try:
+        server = ForkServer(env, token_length, token_var)
+    except (ServerGone, OSError):
+        _failed.add(threading.get_ident())
+        raise ServerGone("the fork server did not start") from None
     _state.server = server
     _servers.append(server)
     return server
@@ -185,6 +193,7 @@ def fork_servers() -> Iterator[None]:
         yield
     finally:
         _active.clear()
+        _failed.clear()
         while _servers:
             with contextlib.suppress(OSError):
                 _servers.pop().close()

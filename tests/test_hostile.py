@@ -21,17 +21,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_memory_grab_is_a_memory_limit_result(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    grab = "import torch\n\ndef roundtrip(x, device):\n    return torch.empty(8 * 2**30 // 4)\n"
-    graded = grade(folder_with(tmp_path, "greedy", {"ex3_roundtrip": grab}))
-    check = graded.check("ex3.roundtrip_values")
-    assert check["status"] == "error"
-    assert "memory limit" in check["message"]
-
-
 # `grader grade` execs its child; `grader batch` forks children from a server that imported
 # torch once (grader/forkserver.py), unless GRADER_FORKSERVER=0.
 SPAWNS = ["grade", "batch", "batch-exec"]
+FORKED_TOO = pytest.mark.parametrize("spawn", ["grade", "batch"])  # limits hold in both kinds of sandbox
 
 
 def _run(spawn: str, request: pytest.FixtureRequest) -> Callable[..., Graded]:
@@ -39,6 +32,15 @@ def _run(spawn: str, request: pytest.FixtureRequest) -> Callable[..., Graded]:
     if spawn == "batch-exec":
         return lambda submission, *extra: run(submission, *extra, env={"GRADER_FORKSERVER": "0"})
     return run
+
+
+@FORKED_TOO
+def test_memory_grab_is_a_memory_limit_result(spawn: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    grab = "import torch\n\ndef roundtrip(x, device):\n    return torch.empty(8 * 2**30 // 4)\n"
+    graded = _run(spawn, request)(folder_with(tmp_path / "class", "greedy", {"ex3_roundtrip": grab}))
+    check = graded.check("ex3.roundtrip_values")
+    assert check["status"] == "error"
+    assert "memory limit" in check["message"]
 
 
 @pytest.mark.parametrize("spawn", SPAWNS)
@@ -67,7 +69,8 @@ with open({str(pids)!r}, "a") as f:
     assert [pid for pid in started if _alive(pid)] == []
 
 
-def test_stuck_child_is_killed_after_its_timeout(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+@FORKED_TOO
+def test_stuck_child_is_killed_after_its_timeout(spawn: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     stuck = '''
 import signal, subprocess, time
 
@@ -79,7 +82,8 @@ def to_numpy(t):
 '''
     course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 2"})
     started = time.monotonic()
-    graded = grade(folder_with(tmp_path, "stuck", {"ex3_roundtrip": stuck}), "--course", str(course))
+    graded = _run(spawn, request)(folder_with(tmp_path / "class", "stuck", {"ex3_roundtrip": stuck}),
+                                  "--course", str(course))
     assert time.monotonic() - started < 90
     assert graded.check("ex3.to_numpy_cpu")["status"] == "timeout"
     assert graded.check("ex3.to_numpy_grad_and_device")["status"] == "timeout"
@@ -111,7 +115,8 @@ def roundtrip(x, device):
     assert "size limit" in check["message"]
 
 
-def test_too_many_processes(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+@FORKED_TOO
+def test_too_many_processes(spawn: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     forker = '''
 import subprocess, time
 
@@ -121,7 +126,8 @@ def roundtrip(x, device):
     return x * 2 + 1
 '''
     course = course_with(tmp_path, {"max_processes: 256": "max_processes: 16"})
-    graded = grade(folder_with(tmp_path, "forker", {"ex3_roundtrip": forker}), "--course", str(course))
+    graded = _run(spawn, request)(folder_with(tmp_path / "class", "forker", {"ex3_roundtrip": forker}),
+                                  "--course", str(course))
     check = graded.check("ex3.roundtrip_values")
     assert check["status"] == "error"
     assert "more than 16 processes" in check["message"]
