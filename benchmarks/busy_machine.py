@@ -1,16 +1,18 @@
 """A correct submission never loses a point because the machine is busy.
 
-    python benchmarks/busy_machine.py [--repeats 20] [--load N]
+    python benchmarks/busy_machine.py [--repeats 20] [--load N] [--fork-server]
 
 Keeps N processes (default: one per core) spinning while it grades each correct style
-(solutions, lesson style, modern style) ``--repeats`` times, one after another, and prints
+(tests/submissions/catalog.py) ``--repeats`` times, one after another, and prints
 the points each style lost. The count must be zero: timing and memory checks on the stand-in
 are deterministic, and those on the real CPU use margins measured for a loaded machine.
+``--fork-server``: the sandboxes are forked from a fork server, as in ``grader batch``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import shutil
@@ -23,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
+from grader.forkserver import fork_servers  # noqa: E402
 from grader.grading import grade  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES  # noqa: E402
 
@@ -38,6 +41,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--load", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--fork-server", action="store_true", help="fork the sandboxes, as grader batch does")
     args = parser.parse_args()
     course = load_course()
     stop = multiprocessing.Event()
@@ -46,21 +50,24 @@ def main() -> int:
         spinner.start()
     work = Path(tempfile.mkdtemp(prefix="busy-"))
     lost_total = 0
+    servers = fork_servers() if args.fork_server else contextlib.nullcontext()
     try:
-        print(f"{args.load} busy processes on {os.cpu_count()} cores; {args.repeats} gradings per style")
-        for name, source in CORRECT_STYLES.items():
-            folder = work / name
-            shutil.copytree(source, folder)
-            lost, seconds, failures = 0.0, [], set()
-            for _ in range(args.repeats):
-                started = time.monotonic()
-                report = grade(folder, course, lang="en")
-                seconds.append(time.monotonic() - started)
-                lost += report.max_score - report.score
-                failures |= {c.id for ex in report.exercises for c in ex.checks if c.status != "passed"}
-            lost_total += int(lost)
-            print(f"{name:13s} lost {lost:5.1f} points over {args.repeats} runs; "
-                  f"{min(seconds):.1f}-{max(seconds):.1f} s a grading; failing: {sorted(failures) or '-'}")
+        print(f"{args.load} busy processes on {os.cpu_count()} cores; {args.repeats} gradings per style"
+              f"{', forked sandboxes' if args.fork_server else ''}")
+        with servers:  # one fork server for every grading, as a batch worker has
+            for name, source in CORRECT_STYLES.items():
+                folder = work / name
+                shutil.copytree(source, folder)
+                lost, seconds, failures = 0.0, [], set()
+                for _ in range(args.repeats):
+                    started = time.monotonic()
+                    report = grade(folder, course, lang="en")
+                    seconds.append(time.monotonic() - started)
+                    lost += report.max_score - report.score
+                    failures |= {c.id for ex in report.exercises for c in ex.checks if c.status != "passed"}
+                lost_total += int(lost)
+                print(f"{name:13s} lost {lost:5.1f} points over {args.repeats} runs; "
+                      f"{min(seconds):.1f}-{max(seconds):.1f} s a grading; failing: {sorted(failures) or '-'}")
     finally:
         stop.set()
         for spinner in spinners:
