@@ -16,7 +16,13 @@ import pytest
 import torch
 
 from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
-from grader.checks.support.devices import RealAccelerator, StandInAccelerator, open_accelerator, runs_amp
+from grader.checks.support.devices import (
+    RealAccelerator,
+    StandInAccelerator,
+    holds_dtype,
+    open_accelerator,
+    runs_amp,
+)
 from grader.checks.support.learner import LearnerModule, SourceInfo
 from grader.checks.support.standin import StandIn
 from tests.conftest import SOLUTIONS
@@ -83,6 +89,8 @@ def test_amp_checks_never_demand_what_the_gpu_lacks(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(torch, "__version__", "2.10.0+cpu")
     assert runs_amp("mps", torch.float16)
     assert runs_amp("standin", torch.bfloat16) and runs_amp("standin", torch.float16)
+    assert not holds_dtype("mps", torch.float64) and holds_dtype("mps", torch.float16)  # ex3's dtype check
+    assert holds_dtype("cuda", torch.float64) and holds_dtype("standin", torch.float64)
 
 
 def test_a_check_that_cannot_grade_fairly_on_the_gpu_gets_the_stand_in(fake_cuda: None) -> None:

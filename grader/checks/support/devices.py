@@ -87,6 +87,11 @@ def runs_amp(mode: str, dtype: torch.dtype) -> bool:
     return True
 
 
+def holds_dtype(mode: str, dtype: torch.dtype) -> bool:
+    """Whether tensors of ``dtype`` can live on a device of this mode (MPS has no float64)."""
+    return not (mode == "mps" and dtype == torch.float64)
+
+
 class RealAccelerator:
     """Records what the learner's code does on a real CUDA or MPS device."""
 
