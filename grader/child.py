@@ -8,6 +8,7 @@ then reports over the signed channel: which check starts, and how each one ended
 from __future__ import annotations
 
 import builtins
+import gc
 import json
 import os
 import sys
@@ -173,8 +174,14 @@ def main() -> int:
     learner.import_listener = lambda event, module: plugin.send({"event": event, "module": module})
     plugin.send({"event": "device", **describe_device(plan.get("device", "auto"))})
     apply_gpu_share()
+    # Checks report with fail(), never a bare assert: rewriting them costs ~1 s a child. The
+    # unraisable-exception plugin ends the session with five full gc.collect() calls, 0.2 s each
+    # over torch's heap. gc.freeze(): what was imported so far is never collected, so a gc the
+    # learner's code triggers does not walk torch's objects (nor dirty a fork server's pages).
+    gc.freeze()
     args = [
-        "-s", "-q", "--no-header", "--tb=no", "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:stepwise",
+        "-s", "-q", "--no-header", "--tb=no", "--assert=plain", "-p", "no:unraisableexception",
+        "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:stepwise",
         "--rootdir", CHECKS_DIR, "-c", os.path.join(CHECKS_DIR, "pytest.ini"),
         *[os.path.join(CHECKS_DIR, c["nodeid"]) for c in plan["checks"]],
         os.path.join(CHECKS_DIR, CANARY),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -257,6 +258,7 @@ def serve(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     for name in PRELOAD:
         importlib.import_module(name)
+    gc.freeze()  # children's collections skip the preloaded heap, and leave its pages shared
     sock.send(json.dumps({"ready": True}).encode())
     while True:
         try:
