@@ -1,7 +1,8 @@
 """The sandboxed child: runs the checks under pytest against the learner's code.
 
-Started by sandbox.py as ``python -m grader.child`` in its own session and temporary work
-dir. Reads its plan (and the channel key) from stdin before importing any learner code,
+Started by sandbox.py in its own session and temporary work dir: as ``python -m grader.child``,
+or (``grader batch``) forked from a fork server that already imported torch (grader/forkserver.py),
+which then calls ``main()``. Reads its plan (and the channel key) from stdin before importing any learner code,
 then reports over the signed channel: which check starts, and how each one ended.
 """
 

@@ -8,7 +8,8 @@ killed. The learner's modules travel in the plan, not as files, so code that del
 work dir cannot spoil another file's import. When a child dies mid-run (sys.exit,
 os._exit, a segfault, a timeout), the check it was running is charged, and a fresh child
 carries on with the checks that are left, so a crash in one exercise never costs another
-exercise its points.
+exercise its points. Within ``forkserver.fork_servers()`` (a batch) the child is forked from a
+server that imported torch once instead of exec'd; everything above holds the same.
 """
 
 from __future__ import annotations
