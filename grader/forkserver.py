@@ -258,6 +258,11 @@ def serve(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     for name in PRELOAD:
         importlib.import_module(name)
+    import torch
+
+    if torch.cuda.is_initialized():  # an import touched CUDA: a forked child could not use it
+        sock.send(json.dumps({"ready": False}).encode())
+        return
     gc.freeze()  # children's collections skip the preloaded heap, and leave its pages shared
     sock.send(json.dumps({"ready": True}).encode())
     while True:
