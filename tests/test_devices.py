@@ -102,3 +102,33 @@ def test_a_check_that_cannot_grade_fairly_on_the_gpu_gets_the_stand_in(fake_cuda
 def test_stand_in_fill_capacity_is_the_budget_in_chunks() -> None:
     chunk = CHUNK_MB * MiB
     assert StandInAccelerator(budget_bytes=FILL_BUDGET).fill_capacity(chunk) == CHUNKS_THAT_FIT
+
+
+EVENT_TIMING = """
+import torch
+from torch.cuda import Event
+
+def time_matmul(n, device, repeats=5):
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    a @ b
+    start, end = Event(enable_timing=True), Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        a @ b
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1000 / repeats
+"""
+
+
+def test_cuda_events_imported_by_name_time_the_stand_in(tmp_path: Path) -> None:
+    module = LearnerModule(SourceInfo("event_learner", "event_learner.py", text=EVENT_TIMING,
+                                      filename=str(tmp_path / "event_learner.py"))).load()
+    try:
+        with StandIn(virtual_clock=True) as standin:
+            seconds = module.time_matmul(512, standin.device)
+            expected = standin.matmul_seconds(512)
+        assert 0.95 < seconds / expected < 1.1  # launch overhead only
+    finally:
+        sys.modules.pop("event_learner", None)
