@@ -1,8 +1,8 @@
 """Start grading children fast: fork them from a process that has already imported torch.
 
 A fresh ``python -m grader.child`` spends most of its start-up importing torch, pytest and
-torch._dynamo (imported by the first optimizer a check builds): about 4 of the 7 s one
-grading takes on the build machine. A fork server pays that once per batch worker: it
+torch._dynamo (imported by the first optimizer a check builds): about 4.5 of the 7 s one
+grading takes on the build machine (docs/instructors.md, "Speed"). A fork server pays that once per batch worker: it
 imports them, then forks one child per request. The forked child becomes what sandbox.py
 would have exec'd — its own session, the course's resource limits, the run's environment
 and work dir, stdin and stdout on fds 0-2 and the signed channel on fd 3 — and runs
@@ -12,7 +12,8 @@ Used inside ``fork_servers()``, which ``grader batch`` opens: a server costs wha
 costs (plus torch._dynamo, 1.6 s), so it pays from the second learner a worker grades, and a
 single ``grader grade`` execs its child. Only on Linux (forking a process that loaded Apple's
 frameworks is unsafe), and only because the server imports and does nothing else: it never
-touches CUDA, so each child creates its own context. With ``GRADER_FORKSERVER=0``, outside
+touches CUDA (it checks, and refuses to serve if an import did), so each child creates its own
+context, as with multiprocessing's forkserver. With ``GRADER_FORKSERVER=0``, outside
 ``fork_servers()``, or when a server cannot start or dies, children are exec'd.
 
 The run token: sandbox.py finds a run's processes by the token in /proc/<pid>/environ, which
