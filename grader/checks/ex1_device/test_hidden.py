@@ -57,7 +57,7 @@ def _check_common(info: Any, device: torch.device) -> None:
 
 def test_describe_device_cpu(ex1: LearnerModule, cpu: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
     # Two GPUs present: a CPU's count is still 1, whatever torch.cuda.device_count() says.
-    monkeypatch_everywhere(monkeypatch, torch.cuda, "device_count", lambda: 2)
+    monkeypatch_everywhere(monkeypatch, {(torch.cuda, "device_count"): lambda: 2})
     info = ex1.describe_device(cpu)
     _check_common(info, cpu)
     _expect(info, "count", info.get("count") == 1 and type(info.get("count")) is int, "1 (int)")

@@ -22,31 +22,34 @@ from grader.checks.support.learner import learner_namespaces
 Target = tuple[object, str]  # (owner, attribute): (time, "perf_counter")
 
 
-def _bindings(originals: Mapping[int, object]) -> Iterator[tuple[dict[str, Any], str, object]]:
-    """(namespace, name, original) for each learner global that is one of ``originals``."""
+def _learner_bindings(replacements: Mapping[Target, object]) -> list[tuple[dict[str, Any], str, object, object]]:
+    """(namespace, name, original, replacement) for each learner global holding a replaced object.
+
+    Read before anything is replaced. One scan of the learner's modules for all replacements.
+    """
+    by_id: dict[int, tuple[object, object]] = {}
+    for (owner, attr), value in replacements.items():
+        original = getattr(owner, attr)
+        by_id.setdefault(id(original), (original, value))  # timeit.default_timer *is* time.perf_counter
+    found = []
     for namespace in learner_namespaces():
-        for name, value in list(namespace.items()):
-            if id(value) in originals and originals[id(value)] is value:
-                yield namespace, name, value
+        for name, held in list(namespace.items()):
+            original, value = by_id.get(id(held), (None, None))
+            if original is not None and held is original:
+                found.append((namespace, name, original, value))
+    return found
 
 
 @contextlib.contextmanager
 def patched(replacements: Mapping[Target, object]) -> Iterator[None]:
     """Replace each ``owner.attr`` by its value for the duration, learner-held names included."""
-    saved: list[tuple[object, str, object]] = []
-    rebound: list[tuple[dict[str, Any], str, object, object]] = []
+    rebound = _learner_bindings(replacements)
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr in replacements]
     try:
-        originals: dict[int, object] = {}
-        news: dict[int, object] = {}
         for (owner, attr), value in replacements.items():
-            original = getattr(owner, attr)
-            saved.append((owner, attr, original))
             setattr(owner, attr, value)
-            originals[id(original)] = original
-            news.setdefault(id(original), value)  # timeit.default_timer *is* time.perf_counter: first wins
-        for namespace, name, original in _bindings(originals):
-            namespace[name] = news[id(original)]
-            rebound.append((namespace, name, original, namespace[name]))
+        for namespace, name, _, value in rebound:
+            namespace[name] = value
         yield
     finally:
         for namespace, name, original, value in reversed(rebound):
@@ -56,9 +59,10 @@ def patched(replacements: Mapping[Target, object]) -> Iterator[None]:
             setattr(owner, attr, original)
 
 
-def monkeypatch_everywhere(monkeypatch: pytest.MonkeyPatch, owner: object, attr: str, value: object) -> None:
-    """``monkeypatch.setattr`` that also reaches the learner's ``from owner import attr`` names."""
-    original = getattr(owner, attr)
-    monkeypatch.setattr(owner, attr, value)
-    for namespace, name, _ in _bindings({id(original): original}):
+def monkeypatch_everywhere(monkeypatch: pytest.MonkeyPatch, replacements: Mapping[Target, object]) -> None:
+    """``monkeypatch.setattr`` for each ``owner.attr`` that also reaches the learner's
+    ``from owner import attr`` names; undone when the check ends."""
+    for namespace, name, _, value in _learner_bindings(replacements):
         monkeypatch.setitem(namespace, name, value)
+    for (owner, attr), value in replacements.items():
+        monkeypatch.setattr(owner, attr, value)
