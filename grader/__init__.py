@@ -43,3 +43,14 @@ def check(exercise: str | int | None = None, *, lang: str | None = None, device:
         print(f"grader.check: {reason}")
         return {"score": 0.0, "max_score": 0.0, "exercises": {}, "notices": [reason]}
     return selfcheck.check(exercise, lang=lang, device=device, path=path)
+
+
+def doctor() -> bool:
+    """Print what the grader finds on this machine — its version, Python, torch and the devices,
+    whether every check loads, the sandbox's features — to paste into a problem report.
+    Returns True when everything the grader needs works."""
+    from grader import diagnosis
+
+    text, ok = diagnosis.diagnose()
+    print(text)
+    return ok

@@ -191,19 +191,26 @@ def read_report(path: Path) -> dict[str, Any] | None:
 
 
 def is_current(report: Mapping[str, Any] | None, stamp: Mapping[str, str]) -> bool:
-    if report is None or "grader_failed" in (report.get("notes") or ()):
+    if report is None or report.get("grader_error") or "grader_failed" in (report.get("notes") or ()):
         return False
     return all(report.get(key) == value for key, value in stamp.items())
 
 
 def gradebook_csv(reports: Iterable[Mapping[str, Any]], exercise_ids: Sequence[str]) -> str:
+    """One row a learner. A learner the grader could not grade has empty scores and the status
+    ``grader_error`` (never a 0 that reads like the learner's); the next batch run regrades it."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["learner", *exercise_ids, "score", "max_score"])
+    writer.writerow(["learner", *exercise_ids, "score", "max_score", "status"])
     for report in sorted(reports, key=lambda r: str(r["learner"])):
         exercises = report.get("exercises") or {}
+        if report.get("grader_error"):
+            writer.writerow([report["learner"], *[""] * len(exercise_ids), "", _number(report["max_score"]),
+                             "grader_error"])
+            continue
         scores = [_number(exercises[ex]["score"]) if ex in exercises else "" for ex in exercise_ids]
-        writer.writerow([report["learner"], *scores, _number(report["score"]), _number(report["max_score"])])
+        writer.writerow([report["learner"], *scores, _number(report["score"]), _number(report["max_score"]),
+                         "graded"])
     return out.getvalue()
 
 
@@ -283,12 +290,13 @@ class Batch:
                 "grader_version": __version__, "lang": self.lang, "requested_device": self.device}
 
     def grade(self, learner: Learner, stamp: Mapping[str, str]) -> tuple[Outcome, dict[str, Any]]:
-        outcome: Outcome = "graded"
         try:
             report = grade(learner.path, self.course, device=self.device, lang=self.lang)
         except Exception as exc:  # noqa: BLE001 - one learner's grading bug must not stop the class
-            tqdm.write(f"grader: {learner.name}: grading failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             report = failed_report(learner.path, self.course, f"{type(exc).__name__}: {exc}", self.lang)
+        outcome: Outcome = "graded"
+        if report.grader_error:  # kept on record, and regraded by the next run
+            tqdm.write(f"grader: {learner.name}: not graded: {report.grader_error}", file=sys.stderr)
             outcome = "failed"
         report = dataclasses.replace(report, learner=learner.name)
         data = {**as_dict(report), **stamp}

@@ -23,6 +23,7 @@ from grader.channel import Writer
 from grader.checks.support import learner
 from grader.checks.support.devices import apply_gpu_share, real_accelerator_type
 from grader.checks.support.outcomes import CheckFailed, ImportTimedOut, LearnerRaised, NotAttempted
+from grader.errors import error_line
 
 CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
 CANARY = "test_canary.py::test_canary"
@@ -31,6 +32,9 @@ PLUGIN_NAME = "grader-channel"  # grader/checks/conftest.py finds the plan under
 # What the learner's code hitting a resource limit looks like from inside the process.
 MEMORY_LIMIT_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc")
 FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]")
+# pytest's exit codes that mean it could not run the checks at all: interrupted (a collection
+# error), internal error, usage error (a plugin is missing), no tests collected.
+PYTEST_COULD_NOT_RUN = (2, 3, 4, 5)
 
 
 def classify(exc: BaseException | None) -> dict[str, Any]:
@@ -70,12 +74,27 @@ class ChannelPlugin:
         self._first_exc: dict[str, BaseException | None] = {}
         self._started: dict[str, float] = {}
         self._props: dict[str, dict[str, Any]] = {}
+        self.learner_started = False  # a learner module began importing: from here on, nothing is the grader's alone
+        self.grader_error_sent = False
 
     def send(self, message: dict[str, Any]) -> None:
         self._writer.send(message)
 
     def _check(self, nodeid: str) -> dict[str, Any] | None:
         return self._by_nodeid.get(nodeid)
+
+    def grader_error(self, kind: str, error: str) -> None:
+        """The grader itself cannot run the checks (its environment is broken): say so, once.
+
+        Only before any learner code ran, so that a learner cannot pass its own failure off
+        as the grader's."""
+        if not self.learner_started and not self.grader_error_sent:
+            self.grader_error_sent = True
+            self.send({"event": "grader_error", "kind": kind, "error": error})
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a check module did not import: a missing package, a broken install
+            self.grader_error("checks_not_loaded", error_line(str(report.longrepr)))
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         items.sort(key=lambda item: self._order.get(item.nodeid, len(self._order)))
@@ -172,7 +191,12 @@ def main() -> int:
     sys.path.insert(0, plan["workdir"])
     _install_notebook_stubs()
     plugin = ChannelPlugin(plan, writer)
-    learner.import_listener = lambda event, module: plugin.send({"event": event, "module": module})
+
+    def listen(event: str, module: str) -> None:
+        plugin.learner_started = True
+        plugin.send({"event": event, "module": module})
+
+    learner.import_listener = listen
     plugin.send({"event": "device", **describe_device(plan.get("device", "auto"))})
     apply_gpu_share()
     # Checks report with fail(), never a bare assert: rewriting them costs ~1 s a child. The
@@ -189,6 +213,8 @@ def main() -> int:
     ]
     stdout, sys.stdout = sys.stdout, open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as pytest
     code = pytest.main(args, plugins=[_Registrar(plugin, stdout)])
+    if int(code) in PYTEST_COULD_NOT_RUN:
+        plugin.grader_error("pytest_failed", f"pytest exit code {int(code)}")
     plugin.send({"event": "done", "pytest_exit": int(code)})
     sys.stdout.flush()
     sys.stderr.flush()

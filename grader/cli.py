@@ -8,10 +8,12 @@ Exit codes (grader.errors.ExitCode): 0 a report was written, whatever the score;
 from __future__ import annotations
 
 import argparse
+import platform
 import sys
 import traceback
 from pathlib import Path
 
+from grader import __version__
 from grader.batch import merge, parse_shard, run_batch
 from grader.course import LANGS, load_course
 from grader.errors import ExitCode, GraderError
@@ -22,6 +24,7 @@ from grader.report import summary, write_yaml
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grader", description="Grade Lesson 14 (GPU và CUDA) submissions.")
+    parser.add_argument("--version", action="version", version=_version_line())
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--course", type=Path, default=None, help="course.yaml (default: the one shipped)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -40,6 +43,17 @@ def _parser() -> argparse.ArgumentParser:
     _add_instructor_commands(sub, common)
     _add_learner_commands(sub, common)
     return parser
+
+
+def _version_line() -> str:
+    """Read without importing torch: ``grader --version`` stays instant."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "not installed"
+    return f"grader {__version__} (python {platform.python_version()}, torch {torch_version}); `grader doctor` for more"
 
 
 def _percent(value: float) -> float:
@@ -62,6 +76,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - a grader bug still leaves a report behind
         traceback.print_exc()
         report = failed_report(args.submission, course, f"{type(exc).__name__}: {exc}", lang)
+    if report.grader_error:
+        print(f"grader: the grader could not grade {args.submission}: {report.grader_error}", file=sys.stderr)
         code = ExitCode.INTERNAL
     write_yaml(report, args.output)
     if args.gradescope is not None:
@@ -132,6 +148,8 @@ def _add_learner_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
                        help="build the learner bundle: stubs, notebooks, public checks, grader; no solutions")
     r.add_argument("-o", "--output", type=Path, required=True, help="a new (or empty) folder")
     r.add_argument("--install-url", default=None, help="what the notebooks' install cell pip-installs")
+    sub.add_parser("doctor", parents=[common],
+                   help="what this machine has for the grader (versions, devices, sandbox); exit 3 if broken")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -179,13 +197,23 @@ def cmd_release(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from grader import diagnosis
+
+    text, ok = diagnosis.diagnose(args.course)
+    print(text)
+    return int(ExitCode.OK if ok else ExitCode.INTERNAL)
+
+
 _LEARNER_COMMANDS = {"check": cmd_check, "notebooks": cmd_notebooks, "release": cmd_release}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"grade": cmd_grade, "batch": cmd_batch, "merge": cmd_merge, **_LEARNER_COMMANDS}[args.command](args)
+        commands = {"grade": cmd_grade, "batch": cmd_batch, "merge": cmd_merge, "doctor": cmd_doctor,
+                    **_LEARNER_COMMANDS}
+        return commands[args.command](args)
     except GraderError as exc:
         print(f"grader: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)

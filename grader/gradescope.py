@@ -39,7 +39,10 @@ def _output(report: Report, course: Course) -> str:
     checks = [c for ex in report.exercises for c in ex.checks]
     public = [c for c in checks if c.visibility == "public"]
     later = [c for c in checks if c.visibility == "hidden"]
-    lines = [f"{messages.ui(lang, 'title')}: {course.title[lang]}",
+    lines = [f"{messages.ui(lang, 'title')}: {course.title[lang]}"]
+    if report.grader_error:
+        lines.append(f"{messages.ui(lang, 'grader_error')}: {report.grader_error}")
+    lines += [
              messages.ui(lang, "gradescope.public").format(score=f"{sum(c.points for c in public):g}",
                                                            max_score=f"{sum(c.max_points for c in public):g}")]
     if later and course.gradescope.hidden != "visible":

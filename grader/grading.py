@@ -13,6 +13,7 @@ from pathlib import Path
 
 from grader import __version__
 from grader.course import CheckSpec, Course, Visibility
+from grader.errors import GraderFailure
 from grader.results import DeviceInfo, Report
 from grader.sandbox import CheckOutcome, run_checks
 from grader.scoring import absent_outcome, build_report, problem_outcome
@@ -45,6 +46,7 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
     device_info = UNKNOWN_DEVICE
     notes: tuple[str, ...] = ()
     output = ""
+    failure: GraderFailure | None = None
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
         run = run_checks(sources, to_run, device=device, limits=course.limits)
@@ -52,14 +54,14 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
         device_info = run.device or UNKNOWN_DEVICE
         notes = run.notes
         output = run.output
+        failure = run.grader_error
     return build_report(course, submission, chosen, outcomes, device=device_info, lang=lang,
                         seconds=time.monotonic() - started, version=__version__, notes=notes,
-                        output=output)
+                        output=output, failure=failure)
 
 
 def failed_report(path: Path, course: Course, reason: str, lang: str) -> Report:
-    """Grading itself broke: every check is an error carrying the reason."""
+    """Grading itself broke (a bug in the grader's process): every check is skipped, with the reason."""
     submission = Submission(learner=path.stem if path.is_file() else path.name, path=path, sources={}, problems={})
-    outcomes = {c.id: CheckOutcome(c.id, "error", "grader_internal", {"error": reason}) for c in course.checks}
-    return build_report(course, submission, course.exercises, outcomes, device=UNKNOWN_DEVICE, lang=lang,
-                        seconds=0.0, version=__version__, notes=("grader_failed",))
+    return build_report(course, submission, course.exercises, {}, device=UNKNOWN_DEVICE, lang=lang,
+                        seconds=0.0, version=__version__, failure=GraderFailure("internal", reason))

@@ -42,6 +42,7 @@ def as_dict(report: Report) -> dict[str, Any]:
         "grading_seconds": report.grading_seconds,
         "grader_version": report.grader_version,
         "notes": list(report.notes),
+        "grader_error": report.grader_error or None,
         "output": report.output,
         "exercises": {
             ex.id: {
@@ -81,11 +82,13 @@ def summary(report: Report) -> str:
     lines = [f"{t('title')} — {t('learner')}: {report.learner}", f"{t('device')}: {device}"]
     if report.device.standin:
         lines.append(f"  ({t('standin')})")
+    if report.grader_error:
+        lines.append(f"{t('grader_error')}: {report.grader_error}")
     for ex in report.exercises:
         status = t(f"status.{ex.status}")
         lines.append(f"  {ex.id}  {ex.score:5.1f} / {ex.max_score:5.1f}  {status:<14} {ex.title}")
         for check in ex.checks:
-            if check.status not in ("passed", "not_attempted"):
+            if check.status not in ("passed", "not_attempted", "skipped"):
                 lines.append(f"      ✗ {check.id} [{t('status.' + check.status)}] {check.message}")
                 if check.hint:
                     lines.append(f"        {t('hint')}: {check.hint}")

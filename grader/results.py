@@ -56,3 +56,6 @@ class Report:
     grader_version: str
     notes: tuple[str, ...] = ()
     output: str = ""  # what the learner's code printed while graded, cut at limits.output_kb
+    # Set when the grader itself could not run the checks (its install, its code): one line
+    # naming the cause; every check is then skipped and the score says nothing about the learner.
+    grader_error: str = ""

@@ -36,6 +36,7 @@ from typing import Any
 from grader import forkserver
 from grader.channel import parse
 from grader.course import CheckSpec, Limits
+from grader.errors import GraderFailure, GraderFailureKind, error_line
 from grader.results import CheckMode, CheckStatus, DeviceInfo
 from grader.submission import SourceFile
 
@@ -62,6 +63,7 @@ class SandboxRun:
     notes: tuple[str, ...]
     children: int
     output: str  # what the learner's code printed, cut at limits.output_kb
+    grader_error: GraderFailure | None = None  # the checks could not run at all: no verdict
 
 
 @dataclass
@@ -95,6 +97,8 @@ class _Child:
     forged: int = 0
     canary: str | None = None
     done: bool = False
+    learner_started: bool = False  # a learner module began importing in this child
+    grader_error: GraderFailure | None = None
 
 
 def apply_limits(limits: Limits) -> None:
@@ -117,6 +121,20 @@ def apply_limits(limits: Limits) -> None:
     # A write past the file-size limit then fails with EFBIG in the learner's code (a
     # result with a message) instead of killing the child with SIGXFSZ.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def sandbox_features() -> dict[str, tuple[bool, str]]:
+    """What the sandbox can use on this machine: name -> (works, in words), for ``grader doctor``."""
+    features: dict[str, tuple[bool, str]] = {}
+    limits = [name for name in ("RLIMIT_DATA", "RLIMIT_CPU", "RLIMIT_FSIZE") if hasattr(resource, name)]
+    features["resource limits"] = (len(limits) == 3, ", ".join(limits) or "none")
+    proc_ok = os.path.isdir(f"/proc/{os.getpid()}") and os.access(f"/proc/{os.getpid()}/environ", os.R_OK)
+    features["process tracking"] = (proc_ok, "/proc readable: every process of a run is found and killed" if proc_ok
+                                    else "no /proc: only the child's session is killed")
+    fork = sys.platform == "linux"
+    features["fork server"] = (True, "available (grader batch forks children from a warm process)" if fork
+                               else "not on this platform: children are exec'd (slower, same results)")
+    return features
 
 
 def token_processes(token: str) -> list[int]:
@@ -212,6 +230,7 @@ class _Runner:
         self.output = _Output(limits.output_kb * 1024)
         self.deadline = time.monotonic() + limits.run_timeout_s
         self.children = 0
+        self.grader_error: GraderFailure | None = None
 
     def pending(self) -> list[CheckSpec]:
         return [c for c in self.checks.values() if c.id not in self.outcomes]
@@ -235,10 +254,12 @@ class _Runner:
             before = len(self.outcomes)
             self.run_child(self.pending())
             self.children += 1
+            if self.grader_error is not None:
+                break  # the grader cannot run checks here; another child would fail the same way
             if len(self.outcomes) == before:  # nothing progressed: never loop forever
                 self.charge_rest("error", "child_failed", {"code": "no check started"})
         return SandboxRun(dict(self.outcomes), self.device_info, tuple(self.notes), self.children,
-                          self.output.text())
+                          self.output.text(), self.grader_error)
 
     def charge_rest(self, status: CheckStatus, message_id: str, params: Mapping[str, str] | None = None) -> None:
         for check in self.pending():
@@ -318,7 +339,12 @@ class _Runner:
                 child.current = str(message.get("check"))
             elif event == "result":
                 child.current = None
+            elif event == "grader_error" and not child.learner_started:
+                kind = str(message.get("kind"))
+                known = kind if kind in _FAILURE_KINDS else "internal"
+                child.grader_error = GraderFailure(known, str(message.get("error", ""))[:200])  # type: ignore[arg-type]
             elif event == "importing":
+                child.learner_started = True
                 child.importing = str(message.get("module"))
             elif event == "imported":
                 child.importing = None
@@ -339,6 +365,10 @@ class _Runner:
                             message.get("mode") or "cpu", float(message.get("duration_s", 0.0)))
 
     def settle(self, child: _Child, results: dict[str, CheckOutcome], killed_for: str | None) -> None:
+        failure = self.grader_failure(child, results)
+        if failure is not None:
+            self.grader_error = failure
+            return
         if child.forged or (child.done and child.canary != "failed"):
             self.notes.append("tampering")
             for check_id in results:
@@ -358,6 +388,26 @@ class _Runner:
         if killed_for == "run_timeout":
             self.charge_rest("timeout", "run_timeout")
 
+    def grader_failure(self, child: _Child, results: dict[str, CheckOutcome]) -> GraderFailure | None:
+        """Why this child could not run any check, when the cause is the grader's, not the learner's.
+
+        Before the first learner module starts importing, only the grader's code has run: a child
+        that ends then (a package missing, a check module that does not import, pytest unable to
+        start) says nothing about the learner, so it is the grader's failure, never tampering.
+        """
+        if child.learner_started or results:
+            return None
+        failure = child.grader_error
+        if failure is None:
+            failure = GraderFailure("nothing_ran" if child.done else "child_start_failed", "")
+        if not failure.error or failure.kind == "pytest_failed":
+            # Before any learner code ran, what the first child printed is the grader's own output.
+            printed = error_line(self.output.text()) if self.children == 0 else ""
+            text = ": ".join(part for part in (failure.error, printed) if part)
+            ended = f"it ended ({_describe_exit(child.process.returncode)})"
+            failure = dataclasses.replace(failure, error=text or ended)
+        return failure
+
     def charge_import(self, module: str, code: str, killed_for: str | None) -> None:
         """The file's import killed the child (or never ended): charge every exercise in it."""
         timed_out = killed_for in ("check_timeout", "run_timeout")
@@ -370,6 +420,9 @@ class _Runner:
                 if check.exercise == ex_id:
                     self.outcomes[check.id] = CheckOutcome(check.id, status, message,
                                                            {"code": code, "origin": source.origin})
+
+
+_FAILURE_KINDS = frozenset(GraderFailureKind.__args__)  # type: ignore[attr-defined]
 
 
 def _describe_exit(code: int | None) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from grader import messages
 from grader.course import Course, Exercise
+from grader.errors import GraderFailure
 from grader.results import CheckResult, CheckStatus, DeviceInfo, ExerciseResult, ExerciseStatus, Report
 from grader.sandbox import CheckOutcome
 from grader.submission import LoadProblem, Submission
@@ -36,6 +37,8 @@ def exercise_status(checks: tuple[CheckResult, ...], score: float, max_score: fl
     statuses = {c.status for c in checks}
     if statuses <= {"not_attempted"}:
         return "not_attempted"
+    if statuses == {"skipped"}:  # not graded: the grader could not run its checks
+        return "error"
     if score >= max_score - 1e-9:
         return "passed"
     if score > 0:
@@ -58,7 +61,7 @@ def score_exercise(exercise: Exercise, outcomes: Mapping[str, CheckOutcome], lan
             points=spec.points if passed else 0.0,
             max_points=spec.points,
             message="" if passed else messages.render(lang, outcome.message_id, outcome.params),
-            hint="" if passed or outcome.status == "not_attempted" else messages.hint(lang, spec.id),
+            hint="" if passed or outcome.status in ("not_attempted", "skipped") else messages.hint(lang, spec.id),
             mode=outcome.mode,
             visibility=spec.visibility,
             duration_s=outcome.duration_s,
@@ -69,9 +72,22 @@ def score_exercise(exercise: Exercise, outcomes: Mapping[str, CheckOutcome], lan
                           score, exercise.max_score, checks)
 
 
+def failure_text(failure: GraderFailure, lang: str) -> str:
+    return messages.render(lang, f"grader_error.{failure.kind}", {"error": failure.error})
+
+
 def build_report(course: Course, submission: Submission, exercises: tuple[Exercise, ...],
                  outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: str, seconds: float,
-                 version: str, notes: tuple[str, ...] = (), output: str = "") -> Report:
+                 version: str, notes: tuple[str, ...] = (), output: str = "",
+                 failure: GraderFailure | None = None) -> Report:
+    """The scored report. With ``failure`` the grader could not grade at all: every check is
+    skipped, whatever ``outcomes`` hold, and the report names the cause."""
+    reason = ""
+    if failure is not None:
+        reason = failure_text(failure, lang)
+        outcomes = {c.id: CheckOutcome(c.id, "skipped", "not_graded", {"reason": reason}, "static")
+                    for ex in exercises for c in ex.checks}
+        notes = (*notes, "grader_failed") if "grader_failed" not in notes else notes
     scored = tuple(score_exercise(ex, outcomes, lang) for ex in exercises)
     return Report(
         learner=submission.learner,
@@ -85,4 +101,5 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
         grader_version=version,
         notes=notes,
         output=output,
+        grader_error=reason,
     )

@@ -35,10 +35,10 @@ from nbformat import v4
 
 from grader import __version__, messages
 from grader.course import LANGS, Course, Exercise, load_course
+from grader.errors import GraderFailure
 from grader.grading import DEVICES, UNKNOWN_DEVICE, grade
 from grader.report import as_dict
 from grader.results import CheckResult, Report
-from grader.sandbox import CheckOutcome
 from grader.scoring import build_report
 from grader.submission import Submission
 
@@ -202,17 +202,15 @@ def grade_public(path: Path, course: Course, exercise_ids: Iterable[str], *, lan
 
 
 def error_report(course: Course, exercise_ids: Iterable[str], reason: str, lang: str) -> Report:
-    """Grading itself broke: each public check of the exercises is an error with the reason."""
+    """Grading itself broke: each public check of the exercises is skipped, with the reason."""
     wanted = set(exercise_ids)
     exercises = tuple(
         dataclasses.replace(ex, checks=tuple(c for c in ex.checks if c.visibility in PUBLIC))
         for ex in course.exercises if ex.id in wanted
     )
-    outcomes = {c.id: CheckOutcome(c.id, "error", "grader_internal", {"error": reason})
-                for ex in exercises for c in ex.checks}
     submission = Submission(learner="self-check", path=Path("."), sources={}, problems={})
-    return build_report(course, submission, exercises, outcomes, device=UNKNOWN_DEVICE, lang=lang,
-                        seconds=0.0, version=__version__, notes=("grader_failed",))
+    return build_report(course, submission, exercises, {}, device=UNKNOWN_DEVICE, lang=lang,
+                        seconds=0.0, version=__version__, failure=GraderFailure("internal", reason))
 
 
 def _ui(lang: str, key: str, **params: object) -> str:
@@ -335,6 +333,8 @@ def render_text(view: View) -> str:
             lines.append(device)
         if report.device.standin:
             lines.append(f"  ({messages.ui(lang, 'standin')})")
+        if report.grader_error:
+            lines.append(f"! {messages.ui(lang, 'grader_error')}: {report.grader_error}")
         width = max((len(c.id) for ex in report.exercises for c in ex.checks), default=20)
         for ex in report.exercises:
             lines.append("")
@@ -376,6 +376,9 @@ def render_html(view: View) -> str:
         if device:
             standin = f" <i>({esc(messages.ui(lang, 'standin'))})</i>" if report.device.standin else ""
             parts.append(f"<p>{esc(device)}{standin}</p>")
+        if report.grader_error:
+            parts.append(f"<p style='color:#9a6700'>{esc(messages.ui(lang, 'grader_error'))}: "
+                         f"{esc(report.grader_error)}</p>")
         head = "".join(f"<th style='text-align:left'>{esc(_ui(lang, key))}</th>"
                        for key in ("selfcheck.check", "selfcheck.result", "selfcheck.points", "selfcheck.message"))
         parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>")

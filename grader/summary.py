@@ -77,6 +77,9 @@ class ClassSummary:
     bins: tuple[Bin, ...]
     exercises: tuple[ExerciseStats, ...]
     checks: tuple[CheckStats, ...]  # most-failed first
+    # Learners the grader could not grade (its environment failed), with the reason: left out
+    # of every figure above, and regraded by the next batch run.
+    not_graded: tuple[tuple[str, str], ...] = ()
 
 
 def _percent_bin(score: float, max_score: float) -> int:
@@ -85,7 +88,9 @@ def _percent_bin(score: float, max_score: float) -> int:
 
 
 def summarize(reports: Iterable[Mapping[str, Any]], course: Course) -> ClassSummary:
-    reports = list(reports)
+    every = list(reports)
+    not_graded = tuple(sorted((str(r["learner"]), str(r["grader_error"])) for r in every if r.get("grader_error")))
+    reports = [r for r in every if not r.get("grader_error")]
     scores = [float(r["score"]) for r in reports]
     max_score = max((float(r["max_score"]) for r in reports), default=sum(ex.max_score for ex in course.exercises))
     counts = [0] * BINS
@@ -129,6 +134,7 @@ def summarize(reports: Iterable[Mapping[str, Any]], course: Course) -> ClassSumm
         bins=bins,
         exercises=tuple(exercises),
         checks=tuple(checks),
+        not_graded=not_graded,
     )
 
 
@@ -154,6 +160,7 @@ def as_dict(summary: ClassSummary) -> dict[str, Any]:
              "hint": c.hint}
             for c in summary.checks
         ],
+        "not_graded": [{"learner": name, "grader_error": reason} for name, reason in summary.not_graded],
     }
 
 
@@ -209,6 +216,16 @@ def _rate(rate: float | None) -> str:
     return f'<span class="rate"><i style="width:{100 * rate:.0f}%"></i></span> {100 * rate:.0f}%'
 
 
+def _not_graded(summary: ClassSummary) -> str:
+    if not summary.not_graded:
+        return ""
+    rows = "".join(f"<li><b>{escape(name)}</b>: {escape(reason)}</li>" for name, reason in summary.not_graded)
+    return (f'<section id="not-graded"><h2>Not graded: the grader failed ({len(summary.not_graded)})</h2>'
+            "<p>These learners are left out of every figure below. Fix the grader's environment "
+            f"(<code>grader doctor</code>), then run <code>grader batch</code> again: it regrades them.</p>"
+            f"<ul>{rows}</ul></section>\n")
+
+
 def render_html(summary: ClassSummary) -> str:
     s = summary
     rows_ex = "".join(
@@ -238,7 +255,7 @@ def render_html(summary: ClassSummary) -> str:
 <p class="figures"><span>Learners: <b id="learners">{s.learners}</b></span>
 <span>Mean: <b>{s.mean:.1f}</b> / {s.max_score:g}</span><span>Median: <b>{s.median:.1f}</b></span>
 <span>Lowest: <b>{s.lowest:g}</b></span><span>Highest: <b>{s.highest:g}</b></span></p>
-<h2>Score distribution</h2>
+{_not_graded(s)}<h2>Score distribution</h2>
 <figure>{_chart(s.bins)}</figure>
 <h2>Exercises</h2>
 <table id="exercises"><tr><th>Exercise</th><th>Title</th><th class=n>Mean</th><th class=n>Full marks</th>
