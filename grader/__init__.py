@@ -6,7 +6,7 @@ Importing this package stays cheap: the self-check is imported only when it runs
 
 from __future__ import annotations
 
-import sys
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,14 +15,16 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
+SANDBOX_VAR = "GRADER_SANDBOX"  # set in every sandboxed child's environment, exec'd or forked
+
+
 def _in_sandbox() -> bool:
-    """True inside the grader's child process (``python -m grader.child``).
+    """True inside the grader's sandboxed child, however it was started.
 
     A notebook graded by the grader still holds its ``grader.check()`` cell; there it must
     do nothing, or grading would start a grader inside the grader.
     """
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return getattr(spec, "name", None) == "grader.child"
+    return os.environ.get(SANDBOX_VAR) == "1"
 
 
 def check(exercise: str | int | None = None, *, lang: str | None = None, device: str = "auto",

@@ -8,29 +8,28 @@ then reports over the signed channel: which check starts, and how each one ended
 
 from __future__ import annotations
 
-import builtins
 import gc
 import json
 import os
 import sys
 import time
-import types
 from typing import Any
 
 import pytest
 
 from grader.channel import Writer
-from grader.checks.support import learner
 from grader.checks.support.devices import apply_gpu_share, real_accelerator_type
-from grader.checks.support.outcomes import CheckFailed, ImportTimedOut, LearnerRaised, NotAttempted
+from grader.checks.support.outcomes import CheckFailed, LearnerRaised, NotAttempted
 from grader.errors import error_line
+from grader.kernel import Kernel, install
+from grader.submission import SourceFile
+from grader.toplevel import MEMORY_SIGNS, TopLevel, TopLevelLimits
 
 CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
 CANARY = "test_canary.py::test_canary"
 _perf_counter = time.perf_counter  # checks patch the clocks (the stand-in's virtual time); durations use the real one
 PLUGIN_NAME = "grader-channel"  # grader/checks/conftest.py finds the plan under this name
-# What the learner's code hitting a resource limit looks like from inside the process.
-MEMORY_LIMIT_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc")
+# What the learner's code hitting the file-size limit looks like from inside the process.
 FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]")
 # pytest's exit codes that mean it could not run the checks at all: interrupted (a collection
 # error), internal error, usage error (a plugin is missing), no tests collected.
@@ -41,13 +40,11 @@ def classify(exc: BaseException | None) -> dict[str, Any]:
     """How a check ended, as the parent needs it: status, message id and its parameters."""
     if exc is None:
         return {"status": "passed"}
-    if isinstance(exc, ImportTimedOut):
-        return {"status": "timeout", "message": "import_timeout", "params": {"origin": exc.origin}}
     if isinstance(exc, NotAttempted):
         return {"status": "not_attempted", "message": "not_attempted", "params": {"function": exc.name}}
     if isinstance(exc, CheckFailed):
         return {"status": "failed", "message": exc.message_id, "params": exc.params}
-    if isinstance(exc, LearnerRaised) and any(sign in exc.exc_text for sign in MEMORY_LIMIT_SIGNS):
+    if isinstance(exc, LearnerRaised) and any(sign in exc.exc_text for sign in MEMORY_SIGNS):
         return {"status": "error", "message": "memory_limit", "params": {"error": exc.exc_text, "where": exc.where}}
     if isinstance(exc, LearnerRaised) and any(sign in exc.exc_text for sign in FILE_LIMIT_SIGNS):
         return {"status": "error", "message": "file_size_limit", "params": {"where": exc.where}}
@@ -74,8 +71,18 @@ class ChannelPlugin:
         self._first_exc: dict[str, BaseException | None] = {}
         self._started: dict[str, float] = {}
         self._props: dict[str, dict[str, Any]] = {}
-        self.learner_started = False  # a learner module began importing: from here on, nothing is the grader's alone
+        self.learner_started = False  # a learner module began running: from here on, nothing is the grader's alone
         self.grader_error_sent = False
+        top = plan["top_level"]
+        limits = TopLevelLimits(float(top["cell_timeout_s"]), float(top["budget_s"]),
+                                frozenset((str(module), int(index)) for module, index in top["skip"]))
+        sources = {ex: SourceFile.from_plan(source) for ex, source in plan["sources"].items()}
+        self.toplevel = TopLevel(sources, plan["workdir"], limits, self.listen)
+
+    def listen(self, event: str, payload: dict[str, Any]) -> None:
+        """What the learner's top level does, cell by cell, for the parent to see."""
+        self.learner_started = True
+        self.send({"event": event, **payload})
 
     def send(self, message: dict[str, Any]) -> None:
         self._writer.send(message)
@@ -95,6 +102,12 @@ class ChannelPlugin:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:  # a check module did not import: a missing package, a broken install
             self.grader_error("checks_not_loaded", error_line(str(report.longrepr)))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The learner's top level runs once, after the checks were collected (their private
+        references to torch are taken first) and before any check: outside every check's timeout."""
+        if not self.grader_error_sent and session.items:
+            self.toplevel.run_all()
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         items.sort(key=lambda item: self._order.get(item.nodeid, len(self._order)))
@@ -165,23 +178,6 @@ class _Registrar:
         sys.stdout = self._stdout  # the reporter holds the sink; the learner prints to stdout
 
 
-def _install_notebook_stubs() -> None:
-    """Colab/Jupyter names a notebook may use at import time, made harmless."""
-
-    class _IPython:
-        def __getattr__(self, name: str) -> Any:
-            return lambda *args, **kwargs: None
-
-    builtins.get_ipython = _IPython  # type: ignore[attr-defined]
-    builtins.display = lambda *args, **kwargs: None  # type: ignore[attr-defined]
-    colab = types.ModuleType("google.colab")
-    colab.drive = types.SimpleNamespace(mount=lambda *a, **k: None)  # type: ignore[attr-defined]
-    google = sys.modules.get("google") or types.ModuleType("google")
-    google.colab = colab  # type: ignore[attr-defined]
-    sys.modules.setdefault("google", google)
-    sys.modules["google.colab"] = colab
-
-
 def main() -> int:
     plan = json.loads(sys.stdin.readline())
     writer = Writer(int(plan["fd"]), bytes.fromhex(plan.pop("key")))
@@ -189,14 +185,8 @@ def main() -> int:
     os.dup2(devnull, 0)
     os.chdir(plan["workdir"])
     sys.path.insert(0, plan["workdir"])
-    _install_notebook_stubs()
+    install(Kernel())  # get_ipython(), display, input(), google.colab for the learner's cells
     plugin = ChannelPlugin(plan, writer)
-
-    def listen(event: str, module: str) -> None:
-        plugin.learner_started = True
-        plugin.send({"event": event, "module": module})
-
-    learner.import_listener = listen
     plugin.send({"event": "device", **describe_device(plan.get("device", "auto"))})
     apply_gpu_share()
     # Checks report with fail(), never a bare assert: rewriting them costs ~1 s a child. The

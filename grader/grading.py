@@ -16,7 +16,7 @@ from grader.course import CheckSpec, Course, Visibility
 from grader.errors import GraderFailure
 from grader.results import DeviceInfo, Report
 from grader.sandbox import CheckOutcome, run_checks
-from grader.scoring import absent_outcome, build_report, problem_outcome
+from grader.scoring import absent_outcome, build_report, explain_missing, problem_outcome, top_level_stops
 from grader.submission import Submission, load_submission
 
 UNKNOWN_DEVICE = DeviceInfo("unknown", "unknown", "unknown")
@@ -47,17 +47,19 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
     notes: tuple[str, ...] = ()
     output = ""
     failure: GraderFailure | None = None
+    top_level = ()
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
         run = run_checks(sources, to_run, device=device, limits=course.limits)
-        outcomes.update(run.outcomes)
+        outcomes.update(explain_missing(run.outcomes, submission, run.stops))
+        top_level = top_level_stops(submission, run.stops, lang, course.limits)
         device_info = run.device or UNKNOWN_DEVICE
         notes = run.notes
         output = run.output
         failure = run.grader_error
     return build_report(course, submission, chosen, outcomes, device=device_info, lang=lang,
                         seconds=time.monotonic() - started, version=__version__, notes=notes,
-                        output=output, failure=failure)
+                        output=output, failure=failure, top_level=top_level)
 
 
 def failed_report(path: Path, course: Course, reason: str, lang: str) -> Report:

@@ -43,6 +43,12 @@ def as_dict(report: Report) -> dict[str, Any]:
         "grader_version": report.grader_version,
         "notes": list(report.notes),
         "grader_error": report.grader_error or None,
+        # The learner's cells that stopped (no points lost): once here, never inside a check.
+        "top_level": [
+            {"where": stop.where, "kind": stop.kind, "error": stop.error, "message": stop.message,
+             **({"kept": list(stop.kept)} if stop.kept else {})}
+            for stop in report.top_level
+        ],
         "output": report.output,
         "exercises": {
             ex.id: {
@@ -74,6 +80,14 @@ def write_yaml(report: Report, path: Path) -> None:
     write_atomic(path, yaml.safe_dump(as_dict(report), allow_unicode=True, sort_keys=False, width=100))
 
 
+def top_level_lines(report: Report) -> list[str]:
+    """The stopped cells, for a terminal or a text table: a heading, then one line each."""
+    if not report.top_level:
+        return []
+    heading = messages.ui(report.lang, "top_level.heading").format(count=len(report.top_level))
+    return [heading, *(f"  · {stop.message}" for stop in report.top_level)]
+
+
 def summary(report: Report) -> str:
     """A few lines for the terminal: the score per exercise and what to fix."""
     lang = report.lang
@@ -84,6 +98,7 @@ def summary(report: Report) -> str:
         lines.append(f"  ({t('standin')})")
     if report.grader_error:
         lines.append(f"{t('grader_error')}: {report.grader_error}")
+    lines += top_level_lines(report)
     for ex in report.exercises:
         status = t(f"status.{ex.status}")
         lines.append(f"  {ex.id}  {ex.score:5.1f} / {ex.max_score:5.1f}  {status:<14} {ex.title}")

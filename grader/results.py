@@ -44,6 +44,17 @@ class DeviceInfo:
 
 
 @dataclass(frozen=True)
+class TopLevelStop:
+    """A cell of the learner's top level that did not run to its end; it costs no points."""
+
+    where: str  # "bai14.ipynb, In [8], line 1"
+    kind: str  # grader/toplevel.py StopKind
+    error: str  # one line
+    message: str  # what happened and what to do, in the report's language
+    kept: tuple[str, ...] = ()  # definitions the cell still made after it stopped
+
+
+@dataclass(frozen=True)
 class Report:
     learner: str
     submission: str
@@ -59,3 +70,4 @@ class Report:
     # Set when the grader itself could not run the checks (its install, its code): one line
     # naming the cause; every check is then skipped and the score says nothing about the learner.
     grader_error: str = ""
+    top_level: tuple[TopLevelStop, ...] = ()  # in the order the cells come in the submission

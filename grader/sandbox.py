@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import math
 import os
 import resource
 import secrets
@@ -33,12 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader import forkserver
+from grader import SANDBOX_VAR, forkserver
 from grader.channel import parse
 from grader.course import CheckSpec, Limits
 from grader.errors import GraderFailure, GraderFailureKind, error_line
 from grader.results import CheckMode, CheckStatus, DeviceInfo
 from grader.submission import SourceFile
+from grader.toplevel import STOP_KINDS, CellStop
 
 GRACE_S = 3.0  # pytest-timeout (SIGALRM) ends a check first; this catches a child stuck in C code
 WATCH_EVERY_S = 0.25  # how often the process count is checked
@@ -64,6 +66,7 @@ class SandboxRun:
     children: int
     output: str  # what the learner's code printed, cut at limits.output_kb
     grader_error: GraderFailure | None = None  # the checks could not run at all: no verdict
+    stops: tuple[CellStop, ...] = ()  # the learner's top-level cells that did not run to their end
 
 
 @dataclass
@@ -97,8 +100,11 @@ class _Child:
     forged: int = 0
     canary: str | None = None
     done: bool = False
-    learner_started: bool = False  # a learner module began importing in this child
+    learner_started: bool = False  # a learner module began running in this child
     grader_error: GraderFailure | None = None
+    # The top-level cells running now, innermost last (a cell may import another learner file):
+    # (module, index, label, started at).
+    cells: list[tuple[str, int, str, float]] = field(default_factory=list)
 
 
 def apply_limits(limits: Limits) -> None:
@@ -171,7 +177,7 @@ def _base_env() -> dict[str, str]:
     """The environment every child of this grader shares (the run's token and device aside)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_")) and k != TOKEN_VAR}
     env.update({"PYTHONPATH": str(PACKAGE_ROOT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
+                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", SANDBOX_VAR: "1",
                 # Only the plugins the checks need (child.py loads pytest-timeout): whatever else is
                 # installed (Colab has many) neither slows the child nor changes how checks run.
                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
@@ -231,6 +237,9 @@ class _Runner:
         self.deadline = time.monotonic() + limits.run_timeout_s
         self.children = 0
         self.grader_error: GraderFailure | None = None
+        self.stops: dict[tuple[str, int], CellStop] = {}  # the first report of each cell wins
+        self.skip: set[tuple[str, int]] = set()  # cells that ended a child: later children skip them
+        self.top_level_spent = 0.0
 
     def pending(self) -> list[CheckSpec]:
         return [c for c in self.checks.values() if c.id not in self.outcomes]
@@ -240,9 +249,10 @@ class _Runner:
         return {
             "workdir": str(self.workdir),
             "device": self.device,
-            "sources": {ex: {"module": s.module, "origin": s.origin, "cell_of_line": list(s.cell_of_line),
-                             "text": s.text}
-                        for ex, s in self.sources.items() if ex in wanted},
+            "sources": {ex: s.as_plan() for ex, s in self.sources.items() if ex in wanted},
+            "top_level": {"cell_timeout_s": self.limits.cell_timeout_s,
+                          "budget_s": max(self.limits.top_level_timeout_s - self.top_level_spent, 0.0),
+                          "skip": sorted(self.skip)},
             "checks": [{"id": c.id, "nodeid": c.nodeid, "timeout_s": c.timeout_s} for c in pending],
         }
 
@@ -251,15 +261,15 @@ class _Runner:
             if time.monotonic() >= self.deadline:
                 self.charge_rest("timeout", "run_timeout")
                 break
-            before = len(self.outcomes)
+            before = len(self.outcomes) + len(self.skip)
             self.run_child(self.pending())
             self.children += 1
             if self.grader_error is not None:
                 break  # the grader cannot run checks here; another child would fail the same way
-            if len(self.outcomes) == before:  # nothing progressed: never loop forever
+            if len(self.outcomes) + len(self.skip) == before:  # nothing progressed: never loop forever
                 self.charge_rest("error", "child_failed", {"code": "no check started"})
         return SandboxRun(dict(self.outcomes), self.device_info, tuple(self.notes), self.children,
-                          self.output.text(), self.grader_error)
+                          self.output.text(), self.grader_error, tuple(self.stops.values()))
 
     def charge_rest(self, status: CheckStatus, message_id: str, params: Mapping[str, str] | None = None) -> None:
         for check in self.pending():
@@ -278,15 +288,18 @@ class _Runner:
         try:
             while child.channel in open_fds:
                 now = time.monotonic()
-                if now >= min(check_deadline, self.deadline):
-                    killed_for = "check_timeout" if check_deadline < self.deadline else "run_timeout"
+                # A top-level cell stuck in C code (one huge matmul) ignores its own SIGALRM.
+                cell_deadline = child.cells[-1][3] + self.limits.cell_timeout_s + GRACE_S if child.cells else math.inf
+                if now >= min(check_deadline, self.deadline, cell_deadline):
+                    killed_for = ("run_timeout" if self.deadline <= min(check_deadline, cell_deadline)
+                                  else "cell_timeout" if cell_deadline <= check_deadline else "check_timeout")
                     break
                 if now >= next_watch:
                     next_watch = now + WATCH_EVERY_S
                     if len(token_processes(token)) > self.limits.max_processes:
                         killed_for = "process_limit"
                         break
-                wait = min(check_deadline, self.deadline, next_watch) - now
+                wait = min(check_deadline, self.deadline, next_watch, cell_deadline) - now
                 ready, _, _ = select.select(open_fds, [], [], max(wait, 0.0))
                 if not ready and child.process.poll() is not None:
                     break  # the child is gone; whatever it forked may hold the pipes open
@@ -346,6 +359,16 @@ class _Runner:
             elif event == "importing":
                 child.learner_started = True
                 child.importing = str(message.get("module"))
+            elif event == "cell_start":
+                child.learner_started = True
+                child.cells.append((str(message.get("module")), int(message.get("index", -1)),
+                                    str(message.get("label")), time.monotonic()))
+            elif event == "cell_end" and child.cells:
+                self.top_level_spent += time.monotonic() - child.cells.pop()[3]
+            elif event == "cell_stop":
+                self.record_stop(message)
+            elif event == "cell_kept":  # a skipped cell's definitions, made by the next child
+                self.keep(message)
             elif event == "imported":
                 child.importing = None
             elif event == "canary":
@@ -364,6 +387,21 @@ class _Runner:
                             {str(k): str(v) for k, v in (message.get("params") or {}).items()},
                             message.get("mode") or "cpu", float(message.get("duration_s", 0.0)))
 
+    def record_stop(self, message: Mapping[str, Any]) -> None:
+        kind = str(message.get("kind"))
+        line = message.get("line")
+        stop = CellStop(str(message.get("module")), int(message.get("index", -1)), str(message.get("label"))[:40],
+                        int(line) if isinstance(line, int) else None, kind if kind in STOP_KINDS else "error",  # type: ignore[arg-type]
+                        str(message.get("error", ""))[:200],
+                        tuple(str(name)[:60] for name in (message.get("kept") or ())[:50]))
+        self.stops.setdefault((stop.module, stop.index), stop)
+
+    def keep(self, message: Mapping[str, Any]) -> None:
+        key = (str(message.get("module")), int(message.get("index", -1)))
+        if key in self.stops and not self.stops[key].kept:
+            kept = tuple(str(name)[:60] for name in (message.get("kept") or ())[:50])
+            self.stops[key] = dataclasses.replace(self.stops[key], kept=kept)
+
     def settle(self, child: _Child, results: dict[str, CheckOutcome], killed_for: str | None) -> None:
         failure = self.grader_failure(child, results)
         if failure is not None:
@@ -374,6 +412,20 @@ class _Runner:
             for check_id in results:
                 results[check_id] = CheckOutcome(check_id, "failed", "tampered")
         self.outcomes.update(results)
+        if child.cells and not child.done and killed_for in (None, "cell_timeout", "process_limit"):
+            # The child ended inside a top-level cell: that cell is recorded and skipped by the
+            # next child, which runs the rest; no check is charged for it.
+            module, index, label, started = child.cells[-1]
+            self.top_level_spent += time.monotonic() - started
+            if killed_for == "cell_timeout":
+                kind, error = "timeout", f"the cell ran past its {self.limits.cell_timeout_s:g} s limit"
+            elif killed_for == "process_limit":
+                kind, error = "ended_process", f"it started more than {self.limits.max_processes} processes"
+            else:
+                kind, error = "ended_process", _describe_exit(child.process.returncode)
+            self.record_stop({"module": module, "index": index, "label": label, "kind": kind, "error": error})
+            self.skip.add((module, index))
+            return
         if not self.pending() or (child.done and killed_for is None):
             return
         code = _describe_exit(child.process.returncode)

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
 
 from grader import messages
-from grader.course import Course, Exercise
+from grader.course import Course, Exercise, Limits
 from grader.errors import GraderFailure
-from grader.results import CheckResult, CheckStatus, DeviceInfo, ExerciseResult, ExerciseStatus, Report
+from grader.results import (
+    CheckResult,
+    CheckStatus,
+    DeviceInfo,
+    ExerciseResult,
+    ExerciseStatus,
+    Report,
+    TopLevelStop,
+)
 from grader.sandbox import CheckOutcome
-from grader.submission import LoadProblem, Submission
+from grader.submission import LoadProblem, SourceFile, Submission
+from grader.toplevel import CellStop
 
 # A file that cannot be used is an error, except an empty one: nothing was attempted.
 _PROBLEM_STATUS: dict[str, CheckStatus] = {
-    "syntax_error": "error", "undecodable": "error", "bad_notebook": "error", "unsupported": "error",
-    "empty": "not_attempted",
+    "undecodable": "error", "bad_notebook": "error", "unsupported": "error", "empty": "not_attempted",
 }
+_MISSING_MODULE = re.compile(r"No module named '([^']+)'")
 
 
 def problem_outcome(check_id: str, problem: LoadProblem) -> CheckOutcome:
@@ -31,6 +42,63 @@ def problem_outcome(check_id: str, problem: LoadProblem) -> CheckOutcome:
 def absent_outcome(check_id: str, exercise: Exercise, submission: Submission) -> CheckOutcome:
     expected = f"{exercise.module}.py / {exercise.module}.ipynb" if submission.path.is_dir() else exercise.module
     return CheckOutcome(check_id, "not_attempted", "absent", {"expected": expected}, "static")
+
+
+def _sources_by_module(submission: Submission) -> dict[str, SourceFile]:
+    return {source.module: source for source in submission.sources.values()}
+
+
+def stop_where(source: SourceFile | None, stop: CellStop) -> str:
+    """Where a cell stopped, as the learner finds it: "bai14.ipynb, In [8], line 2" or "bai.py, line 12"."""
+    if source is None or not 0 <= stop.index < len(source.cells):
+        return stop.label
+    cell = source.cells[stop.index]
+    if not source.numbered:
+        return f"{source.origin}, line {cell.start + (stop.line or 1) - 1}"
+    return f"{source.origin}, {cell.label}" + (f", line {stop.line}" if stop.line else "")
+
+
+def top_level_stops(submission: Submission, stops: Iterable[CellStop], lang: str,
+                    limits: Limits) -> tuple[TopLevelStop, ...]:
+    """The learner's stopped cells as the report shows them, in the submission's order."""
+    sources = _sources_by_module(submission)
+    order = {module: n for n, module in enumerate(sources)}
+    found = []
+    for stop in sorted(stops, key=lambda s: (order.get(s.module, len(order)), s.index)):
+        where = stop_where(sources.get(stop.module), stop)
+        missing = _MISSING_MODULE.search(stop.error)
+        params = {"where": where, "error": stop.error, "limit": f"{limits.cell_timeout_s:g}",
+                  "budget": f"{limits.top_level_timeout_s:g}", "module": missing[1] if missing else "?"}
+        message = messages.render(lang, f"top_level.{stop.kind}", params)
+        if stop.kept:
+            message += " " + messages.render(lang, "top_level.kept", {"kept": ", ".join(stop.kept)})
+        found.append(TopLevelStop(where, stop.kind, stop.error, message, stop.kept))
+    return tuple(found)
+
+
+def explain_missing(outcomes: Mapping[str, CheckOutcome], submission: Submission,
+                    stops: Iterable[CellStop]) -> dict[str, CheckOutcome]:
+    """A function "not attempted" because the cell that defines it stopped is an error there, not
+    a mystery: the check says which cell and why (a syntax error, a failing decorator)."""
+    sources = _sources_by_module(submission)
+    stops = list(stops)
+    explained = dict(outcomes)
+    for check_id, outcome in outcomes.items():
+        function = outcome.params.get("function", "")
+        if outcome.status != "not_attempted" or not function.isidentifier():
+            continue
+        defines = re.compile(rf"^\s*(async\s+def|def|class)\s+{re.escape(function)}\b|^{re.escape(function)}\s*[:=]",
+                             re.MULTILINE)
+        for stop in stops:
+            source = sources.get(stop.module)
+            if source is None or function in stop.kept or not 0 <= stop.index < len(source.cells):
+                continue
+            if defines.search(source.cell_text(source.cells[stop.index])):
+                params = {"function": function, "where": stop_where(source, stop), "error": stop.error}
+                explained[check_id] = dataclasses.replace(outcome, status="error", message_id="function_not_defined",
+                                                          params=params)
+                break
+    return explained
 
 
 def exercise_status(checks: tuple[CheckResult, ...], score: float, max_score: float) -> ExerciseStatus:
@@ -79,7 +147,7 @@ def failure_text(failure: GraderFailure, lang: str) -> str:
 def build_report(course: Course, submission: Submission, exercises: tuple[Exercise, ...],
                  outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: str, seconds: float,
                  version: str, notes: tuple[str, ...] = (), output: str = "",
-                 failure: GraderFailure | None = None) -> Report:
+                 failure: GraderFailure | None = None, top_level: tuple[TopLevelStop, ...] = ()) -> Report:
     """The scored report. With ``failure`` the grader could not grade at all: every check is
     skipped, whatever ``outcomes`` hold, and the report names the cause."""
     reason = ""
@@ -102,4 +170,5 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
         notes=notes,
         output=output,
         grader_error=reason,
+        top_level=top_level if failure is None else (),
     )

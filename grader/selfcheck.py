@@ -4,14 +4,13 @@ Only the public checks run, through the same pipeline as ``grader grade``: the l
 is written to a file and runs in the sandboxed child, never in the notebook's kernel, so a
 crash, a hang or an out-of-memory in an exercise cannot take the kernel down.
 
-In a notebook the code is the session's input history — every cell run so far, in order, one
-code cell per execution, so that "cell 7" in a message is ``In [7]`` — written to a temporary
-``.ipynb`` that grader/submission.py reads like any notebook (magics neutralised). Two cell
-kinds are changed first, keeping every line where it was: a cell that did not compile (it did
-not run in the kernel either) becomes comments, and a bare top-level call such as
-``print(pick_device())`` becomes ``None``. Those calls define nothing the checks use, and
-replaying them would fail on a stub that still raises NotImplementedError, run a demo again,
-or call ``grader.check()`` from inside the grader.
+In a notebook the code is the session's input history — every cell run so far, in the order
+it ran, one code cell per execution, saved as ``In [7]`` so that a message names the learner's
+own cell — written to a temporary ``.ipynb`` that the final grade's loader and top-level runner
+read like any notebook (grader/submission.py, grader/toplevel.py): the same cells run with the
+same rules both ways, so a green self-check is what the grade's public checks say too. A cell
+that fails again there (a demo that needs a GPU, a stub called too early, a scratch cell that
+never compiled) is recorded and costs nothing; ``grader.check()`` inside the sandbox does nothing.
 
 ``check()`` never raises in the learner's cell: a mistake, a hang, a grader bug or Ctrl-C is
 shown in the table (HTML in Jupyter, Colab and Kaggle; plain text elsewhere).
@@ -19,13 +18,11 @@ shown in the table (HTML in Jupyter, Colab and Kaggle; plain text elsewhere).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import html
 import sys
 import tempfile
-import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +34,7 @@ from grader import __version__, messages
 from grader.course import LANGS, Course, Exercise, load_course
 from grader.errors import GraderFailure
 from grader.grading import DEVICES, UNKNOWN_DEVICE, grade
-from grader.report import as_dict
+from grader.report import as_dict, top_level_lines
 from grader.results import CheckResult, Report
 from grader.scoring import build_report
 from grader.submission import Submission
@@ -124,70 +121,10 @@ def session_cells(shell: Any) -> list[str]:
     return [str(cell) for cell in history]
 
 
-def _parse(code: str) -> ast.Module | None:
-    try:
-        # compile(), not only ast.parse(): `return` at top level parses but does not run.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarning ("\d") is the learner's business
-            compile(code, "<cell>", "exec", dont_inherit=True)
-            return ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def _char_col(line: str, byte_col: int) -> int:
-    """ast's column offsets count UTF-8 bytes; Vietnamese text needs characters."""
-    return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
-
-
-def prepare_cell(raw: str, to_python: Callable[[str], str]) -> str:
-    """The cell as the self-check replays it; always the same number of lines as ``raw``.
-
-    ``to_python`` is IPython's own transformer (magics -> Python), used to tell an IPython
-    cell (kept: grader/submission.py neutralises its magics) from one that never compiled.
-    """
-    tree = _parse(raw)
-    python = raw
-    if tree is None:
-        try:
-            python = to_python(raw)
-        except Exception:  # noqa: BLE001 - IPython could not read it either: the cell never ran
-            python = ""
-        tree = _parse(python) if python else None
-        if tree is None:
-            return "\n".join(f"# {line}" if line.strip() else line for line in raw.split("\n"))
-    lines = raw.split("\n")
-    python_lines = python.split("\n")
-    for node in reversed(tree.body):
-        if not isinstance(node, ast.Expr) or isinstance(node.value, ast.Constant):
-            continue
-        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-        # Only where IPython left the text alone: a magic line is not the learner's call.
-        if last >= len(lines) or lines[first:last + 1] != python_lines[first:last + 1]:
-            continue
-        start = _char_col(lines[first], node.col_offset)
-        end = _char_col(lines[last], node.end_col_offset or 0)
-        if first == last:
-            lines[first] = lines[first][:start] + "None" + lines[first][end:]
-        else:  # parentheses keep the line count and any `; more` after the call valid
-            lines[first] = lines[first][:start] + "(None"
-            lines[first + 1:last] = [""] * (last - first - 1)
-            lines[last] = ")" + lines[last][end:]
-    return "\n".join(lines)
-
-
-def _transformer(shell: Any) -> Callable[[str], str]:
-    transform = getattr(shell, "transform_cell", None)
-    if callable(transform):
-        return transform  # type: ignore[no-any-return]
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    return TransformerManager().transform_cell
-
-
-def write_session_notebook(cells: list[str], folder: Path, to_python: Callable[[str], str]) -> Path:
-    """One code cell per history entry after ``In[0]``, so code cell k is ``In [k]``."""
-    notebook = v4.new_notebook(cells=[v4.new_code_cell(prepare_cell(cell, to_python)) for cell in cells[1:]])
+def write_session_notebook(cells: list[str], folder: Path) -> Path:
+    """One code cell per history entry after ``In[0]``, saved as ``In [k]``: the final grade's
+    loader reads it like any notebook, so both run the same cells with the same rules."""
+    notebook = v4.new_notebook(cells=[v4.new_code_cell(cell, execution_count=k) for k, cell in enumerate(cells[1:], 1)])
     path = folder / NOTEBOOK_NAME
     path.write_text(nbformat.writes(notebook), encoding="utf-8")
     return path
@@ -258,7 +195,7 @@ def _run_session(course: Course, shell: Any, requested: tuple[str, ...], *, lang
         return View(lang, None, (_ui(lang, "selfcheck.nothing", functions=names),))
     cells = session_cells(shell)
     with tempfile.TemporaryDirectory(prefix="grader-check-") as workdir:
-        source = write_session_notebook(cells, Path(workdir), _transformer(shell))
+        source = write_session_notebook(cells, Path(workdir))
         report = grade_public(source, course, ids, lang=lang, device=device)
     report = dataclasses.replace(report, learner="notebook", submission=f"In [1] … In [{len(cells) - 1}]")
     all_passed = all(c.status == "passed" for ex in report.exercises for c in ex.checks)
@@ -335,6 +272,7 @@ def render_text(view: View) -> str:
             lines.append(f"  ({messages.ui(lang, 'standin')})")
         if report.grader_error:
             lines.append(f"! {messages.ui(lang, 'grader_error')}: {report.grader_error}")
+        lines += top_level_lines(report)
         width = max((len(c.id) for ex in report.exercises for c in ex.checks), default=20)
         for ex in report.exercises:
             lines.append("")
@@ -379,6 +317,10 @@ def render_html(view: View) -> str:
         if report.grader_error:
             parts.append(f"<p style='color:#9a6700'>{esc(messages.ui(lang, 'grader_error'))}: "
                          f"{esc(report.grader_error)}</p>")
+        if report.top_level:
+            heading = messages.ui(lang, "top_level.heading").format(count=len(report.top_level))
+            items = "".join(f"<li>{esc(stop.message)}</li>" for stop in report.top_level)
+            parts.append(f"<details><summary>{esc(heading)}</summary><ul>{items}</ul></details>")
         head = "".join(f"<th style='text-align:left'>{esc(_ui(lang, key))}</th>"
                        for key in ("selfcheck.check", "selfcheck.result", "selfcheck.points", "selfcheck.message"))
         parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>")

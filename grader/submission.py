@@ -1,20 +1,32 @@
-"""Load a submission: turn a learner's path into Python sources ready to import.
+"""Load a submission: turn a learner's path into Python sources, cut into the cells that run.
 
 A submission is a `.py` file, a `.ipynb` notebook, or a folder of per-exercise files.
-This stage only reads, rewrites and compiles text: the grader's own process never runs a
-line of learner code, so every learner mistake found here (bad bytes, broken notebook JSON,
-a syntax error) becomes a `LoadProblem` for the exercises it spoils, never an exception.
+This stage only reads, rewrites and splits text: the grader's own process never runs a line
+of learner code, so every learner mistake found here (bad bytes, broken notebook JSON) becomes
+a `LoadProblem` for the exercises it spoils, never an exception.
 
-Notebook code is made plain Python by neutralising IPython syntax (magics, shell escapes,
-`obj?` help) line by line, always keeping the line count, so that a line number reported by
-`compile` or by a later traceback still points at the learner's own line (and cell).
+The sandbox runs a source cell by cell, in order, in one namespace, as Jupyter's "Run all"
+does (grader/toplevel.py): a cell that fails is recorded and the next one runs. The cells are:
+- a notebook's code cells, labelled `In [8]` when saved with an execution count, else `cell k`
+  (k counts code cells only);
+- a `.py` exported from Jupyter (`# In[8]:` markers) or in the percent format (`# %%`, as
+  VS Code and jupytext write it): the same cells as the notebook's;
+- any other `.py` (Colab's "Download .py" included): its top-level statements, each labelled
+  `line N`. When the file does not parse, its statements are found by their column-0 starts, so
+  one broken function costs only itself.
 
-A top-level `if __name__ == "__main__":` block needs no treatment here: the sandbox imports
-each source under its module name (`submission`, `ex1_device`, ...), so the block never runs.
+IPython syntax (magics, shell escapes, `obj?` help) becomes the calls IPython itself makes of
+it — `get_ipython().system(...)`, `get_ipython().run_line_magic(...)`, `...getoutput(...)` —
+which the sandbox's stand-in kernel answers (grader/kernel.py). The rewriting keeps the line
+count, so a line number in a traceback still points at the learner's own line and cell.
+
+A top-level `if __name__ == "__main__":` block never runs: each source is imported under its
+module name (`submission`, `ex1_device`, ...), never as `__main__`.
 """
 
 from __future__ import annotations
 
+import ast
 import codecs
 import json
 import re
@@ -22,17 +34,17 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from grader.errors import GraderError
 
-ProblemKind = Literal["syntax_error", "empty", "undecodable", "bad_notebook", "unsupported"]
+ProblemKind = Literal["empty", "undecodable", "bad_notebook", "unsupported"]
 
 SINGLE_MODULE = "submission"
 
-# Cell magics whose body is ordinary Python that runs in the user namespace; every other
-# cell magic (%%bash, %%writefile, %%html, ...) makes its whole cell foreign text.
-_PYTHON_BODY_CELL_MAGICS = frozenset({"time", "timeit", "capture"})
+# Cell magics whose body is ordinary Python that runs in the user namespace, line for line; every
+# other cell magic (%%bash, %%writefile, %%capture, ...) hands its body to the kernel as text.
+_PYTHON_BODY_CELL_MAGICS = frozenset({"time", "timeit", "prun"})
 
 # Tools leave these next to the learner's work; they are never the submission itself.
 IGNORED_NAMES = frozenset({"__pycache__", ".ipynb_checkpoints"})
@@ -41,19 +53,61 @@ _MAX_DETAIL = 200
 
 # `files = !ls`, `t = %timeit -o f()`: IPython assigns the magic's result to the names.
 _MAGIC_ASSIGNMENT = re.compile(
-    r"^(?P<indent>\s*)(?P<targets>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*[!%]"
+    r"^(?P<indent>\s*)(?P<targets>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*(?P<rest>[!%].*)$"
 )
 # PEP 263: a coding declaration counts only on the first two lines.
 _CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+# Cell markers of exported notebooks: `jupyter nbconvert --to script` and the percent format.
+_IN_MARKER = re.compile(r"^#\s*In\[\s*(?P<count>\d*)\s*\]:?\s*$")
+_PERCENT_MARKER = re.compile(r"^#\s*%%(?!%)(?P<rest>.*)$")
+# Lines at column 0 that continue a compound statement rather than start one.
+_CONTINUATION = re.compile(r"^(else|elif|except|finally)\b|^[)\]}]")
+# Lines at column 0 that start a statement even after an unclosed bracket (the syntax error).
+_DEFINITION = re.compile(r"^(async\s+def|def|class|import|from|if|for|while|with|try)\b|^@"
+                         r"|^[A-Za-z_][\w.]*(\s*,\s*[A-Za-z_][\w.]*)*\s*(=[^=]|[-+*/]=)")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One unit the sandbox runs: lines ``start``..``end`` (1-based, inclusive) of the text."""
+
+    label: str  # what the learner sees: "In [8]", "cell 3", "line 12"
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
 class SourceFile:
     module: str  # importable module name, e.g. "ex1_device" or "submission"
-    text: str  # Python source to write as f"{module}.py" in the sandbox's work dir
+    text: str  # the whole file as Python, IPython forms rewritten, one line for one line
     origin: str  # file name relative to the submission, as the learner knows it
-    # notebooks only: for each line of `text` (index line-1), the 1-based code-cell number
-    cell_of_line: tuple[int, ...] = ()
+    cells: tuple[Cell, ...] = ()  # what runs, in order; lines outside every cell are comments
+    # True for notebooks and exported cells ("In [8], line 2"); False for the statements of a
+    # plain .py, where a line number alone says where.
+    numbered: bool = False
+
+    def cell_at(self, line: int) -> Cell | None:
+        return next((c for c in self.cells if c.start <= line <= c.end), None)
+
+    def where(self, line: int) -> str:
+        """A line of the text as the learner finds it: "bai.ipynb, In [8], line 2"."""
+        cell = self.cell_at(line) if self.numbered else None
+        if cell is None:
+            return f"{self.origin}, line {line}"
+        return f"{self.origin}, {cell.label}, line {line - cell.start + 1}"
+
+    def as_plan(self) -> dict[str, Any]:
+        """As the sandbox's plan carries it (JSON)."""
+        return {"module": self.module, "text": self.text, "origin": self.origin, "numbered": self.numbered,
+                "cells": [[c.label, c.start, c.end] for c in self.cells]}
+
+    @classmethod
+    def from_plan(cls, data: Mapping[str, Any]) -> SourceFile:
+        cells = tuple(Cell(str(label), int(start), int(end)) for label, start, end in data["cells"])
+        return cls(str(data["module"]), str(data["text"]), str(data["origin"]), cells, bool(data["numbered"]))
+
+    def cell_text(self, cell: Cell) -> str:
+        return "\n".join(self.text.split("\n")[cell.start - 1 : cell.end])
 
 
 @dataclass(frozen=True)
@@ -143,38 +197,102 @@ def _exercise_file(folder: Path, module: str) -> Path | None:
     return None
 
 
+@dataclass(frozen=True)
+class _RawCell:
+    label: str
+    lines: list[str]
+    magics: bool  # a `%%magic` first line is a cell magic (notebook and exported cells)
+
+
 def _load_file(file: Path, origin: str, module: str) -> SourceFile | LoadProblem:
     is_notebook = file.suffix.lower() == ".ipynb"
     decoded = _decode(file.read_bytes(), origin, is_notebook=is_notebook)
     if isinstance(decoded, LoadProblem):
         return decoded
     if is_notebook:
-        cells = _notebook_code_cells(decoded, origin)
-        if isinstance(cells, LoadProblem):
-            return cells
+        raw = _notebook_code_cells(decoded, origin)
+        if isinstance(raw, LoadProblem):
+            return raw
     else:
-        cells = [decoded.split("\n")]
-
-    original = [line for cell in cells for line in cell]
-    if all(_is_blank_or_comment(line) for line in original):
+        raw = _exported_cells(decoded.split("\n"))
+    if not raw or all(_is_blank_or_comment(line) for cell in raw for line in cell.lines):
         what = "no code" if is_notebook else "only blank lines and comments"
         return LoadProblem("empty", origin, None, None, f"the file holds {what}")
 
-    # A .py exported from Colab keeps `!pip install ...` lines, so plain files get the same
-    # line rewriting; only notebooks have cells, hence cell magics.
-    rewritten = [line for cell in cells for line in _neutralise(cell, cell_magics=is_notebook)]
-    rewritten[:2] = [_drop_foreign_coding(line) for line in rewritten[:2]]
-    if is_notebook:
-        text = "\n".join(rewritten) + "\n"
-        cell_of_line = tuple(number for number, cell in enumerate(cells, 1) for _ in cell)
-    else:
-        text = "\n".join(rewritten)
-        cell_of_line = ()
+    rewritten = [_neutralise(cell.lines, cell_magics=cell.magics) for cell in raw]
+    lines = [line for cell in rewritten for line in cell]
+    lines[:2] = [_drop_foreign_coding(line) for line in lines[:2]]
+    if raw[0].label:  # notebook or exported cells
+        cells, first = [], 1
+        for cell in raw:
+            if any(not _is_blank_or_comment(line) for line in cell.lines):
+                cells.append(Cell(cell.label, first, first + len(cell.lines) - 1))
+            first += len(cell.lines)
+        text = "\n".join(lines) + ("\n" if is_notebook else "")
+        return SourceFile(module, text, origin, tuple(cells), numbered=True)
+    text = "\n".join(lines)
+    return SourceFile(module, text, origin, _statements(lines), numbered=False)
 
-    problem = _syntax_problem(text, origin, original, cell_of_line)
-    if problem is not None:
-        return problem
-    return SourceFile(module, text, origin, cell_of_line)
+
+def _exported_cells(lines: list[str]) -> list[_RawCell]:
+    """The cells of a .py exported from a notebook, or one unlabelled cell for any other file."""
+    markers = [(i, m) for i, line in enumerate(lines) if (m := _IN_MARKER.match(line) or _PERCENT_MARKER.match(line))]
+    if not markers:
+        return [_RawCell("", lines, magics=False)]
+    cells = [_RawCell("before the first cell", lines[: markers[0][0]], magics=False)]
+    code_cells = 0
+    for n, (i, match) in enumerate(markers):
+        end = markers[n + 1][0] if n + 1 < len(markers) else len(lines)
+        body = lines[i:end]  # the marker line stays: it is a comment
+        rest = match.groupdict().get("rest")
+        if rest is not None and re.match(r"\s*\[(markdown|md|raw)\]", rest):
+            cells.append(_RawCell("markdown", [_as_comment(line) for line in body], magics=False))
+            continue
+        code_cells += 1
+        count = match.groupdict().get("count")
+        cells.append(_RawCell(f"In [{count}]" if count else f"cell {code_cells}", body, magics=True))
+    return cells
+
+
+def _statements(lines: list[str]) -> tuple[Cell, ...]:
+    """The top-level statements of a plain .py, as cells labelled by their first line."""
+    text = "\n".join(lines)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning ("\\d") is the learner's business
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return _chunks(lines)
+    cells = []
+    for node in tree.body:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        cells.append(Cell(f"line {first}", first, node.end_lineno or node.lineno))
+    return tuple(cells)
+
+
+def _chunks(lines: list[str]) -> tuple[Cell, ...]:
+    """Statements found without a parser: each starts at column 0, outside strings and brackets.
+
+    For a file that does not parse as a whole: each piece then compiles, or fails, alone.
+    """
+    starts: list[int] = []
+    state = _LexState()
+    after_decorator = False
+    for i, line in enumerate(lines):
+        if state.quote is None and _DEFINITION.match(line):
+            state = _LexState()  # a bracket left open above is the broken statement's, not this one's
+        if state.at_statement_start and line[:1] not in ("", " ", "\t", "#") and not _CONTINUATION.match(line):
+            if not after_decorator:
+                starts.append(i)
+            after_decorator = line.startswith("@")
+        state = _scan(line, state)
+    cells = []
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        while end > start + 1 and _is_blank_or_comment(lines[end - 1]):
+            end -= 1
+        cells.append(Cell(f"line {start + 1}", start + 1, end))
+    return tuple(cells)
 
 
 def _decode(raw: bytes, origin: str, *, is_notebook: bool) -> str | LoadProblem:
@@ -196,8 +314,8 @@ def _line_of_offset(raw: bytes, offset: int) -> int:
     return before.count(b"\n") + before.replace(b"\r\n", b"\n").count(b"\r") + 1
 
 
-def _notebook_code_cells(text: str, origin: str) -> list[list[str]] | LoadProblem:
-    """The lines of each code cell, in order; markdown and raw cells are skipped."""
+def _notebook_code_cells(text: str, origin: str) -> list[_RawCell] | LoadProblem:
+    """Each code cell, in order, with the label the learner sees; markdown and raw cells are skipped."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -231,10 +349,12 @@ def _notebook_code_cells(text: str, origin: str) -> list[list[str]] | LoadProble
     except Exception as error:  # noqa: BLE001
         return LoadProblem("bad_notebook", origin, None, None, _short(f"not a notebook: {error}"))
 
-    cells: list[list[str]] = []
+    cells: list[_RawCell] = []
     for index, cell in enumerate(notebook.get("cells", []), 1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
+        count = cell.get("execution_count")
+        label = f"In [{count}]" if isinstance(count, int) and not isinstance(count, bool) else f"cell {len(cells) + 1}"
         source = cell.get("source", "")
         if isinstance(source, list) and all(isinstance(part, str) for part in source):
             source = "".join(source)
@@ -245,7 +365,7 @@ def _notebook_code_cells(text: str, origin: str) -> list[list[str]] | LoadProble
         lines = source.split("\n") if source else []
         if source.endswith("\n"):
             lines.pop()  # the newline ends the last line; it does not start another
-        cells.append(lines)
+        cells.append(_RawCell(label, lines, magics=True))
     return cells
 
 
@@ -254,50 +374,81 @@ def _is_blank_or_comment(line: str) -> bool:
     return not stripped or stripped.startswith("#")
 
 
+def python_of(cell: str) -> str:
+    """One cell's IPython syntax as Python (the body a cell magic such as ``%%capture`` runs)."""
+    return "\n".join(_neutralise(cell.split("\n"), cell_magics=True))
+
+
 def _neutralise(lines: list[str], *, cell_magics: bool) -> list[str]:
-    """Rewrite IPython-only lines of one cell as plain Python, one line for one line."""
+    """Rewrite IPython-only lines of one cell as the Python IPython makes of them, line for line."""
     out = list(lines)
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     start = 0
     if cell_magics and first is not None and lines[first].lstrip().startswith("%%"):
-        out[first] = _as_pass(lines[first])
-        name = lines[first].lstrip()[2:].split(maxsplit=1)
-        if not name or name[0] not in _PYTHON_BODY_CELL_MAGICS:
-            return [out[i] if i <= first else _as_comment(line) for i, line in enumerate(lines)]
-        start = first + 1
+        name, _, args = lines[first].lstrip()[2:].partition(" ")
+        if name in _PYTHON_BODY_CELL_MAGICS:
+            out[first] = _as_pass(lines[first])  # the body runs as the cell's own code
+            start = first + 1
+        else:
+            return _cell_magic_call(lines, first, name, args.strip())
 
     state = _LexState()
-    continues_magic = False
-    for i in range(start, len(lines)):
+    i = start
+    while i < len(lines):
         line = lines[i]
-        if continues_magic:
-            # A comment keeps the tokenizer's indentation bookkeeping out of it.
-            out[i] = _as_comment(line)
-            continues_magic = line.endswith("\\")
-            continue
         if not state.at_statement_start:
             state = _scan(line, state)
+            i += 1
             continue
-        rewritten = _rewrite_statement_start(line)
-        if rewritten is not None:
-            out[i] = rewritten
-            continues_magic = line.endswith("\\")  # IPython joins `\`-continued magics
+        stripped = line.lstrip()
+        if stripped.startswith(("%", "!")) or _MAGIC_ASSIGNMENT.match(line):
+            # IPython joins `\`-continued magics into one line; the rest become comments.
+            joined, n = line, i
+            while joined.endswith("\\") and n + 1 < len(lines):
+                n += 1
+                joined = joined[:-1] + lines[n].strip()
+                out[n] = _as_comment(lines[n])
+            out[i] = _magic_call(joined)
+            i = n + 1
             continue
         after = _scan(line, state)
         if after.at_statement_start and _is_help_request(line[: after.code_end]):
-            out[i] = _as_pass(line)
+            indent = line[: len(line) - len(stripped)]
+            out[i] = f"{indent}get_ipython().run_line_magic('pinfo', {line[: after.code_end].strip().strip('?')!r})"
         state = after
+        i += 1
     return out
 
 
-def _rewrite_statement_start(line: str) -> str | None:
+def _magic_call(line: str) -> str:
+    """One line magic or shell escape (maybe assigned) as IPython's own call."""
     stripped = line.lstrip()
-    if stripped.startswith(("%", "!")):
-        return _as_pass(line)
+    indent = line[: len(line) - len(stripped)]
+    target = ""
     match = _MAGIC_ASSIGNMENT.match(line)
     if match is not None:
-        return f"{match['indent']}{match['targets']} = None  # {stripped}"
-    return None
+        target, stripped = f"{match['targets']} = ", match["rest"]
+    if stripped.startswith("!!"):
+        call = f"get_ipython().getoutput({stripped[2:].strip()!r})"
+    elif stripped.startswith("!"):
+        method = "getoutput" if target else "system"
+        call = f"get_ipython().{method}({stripped[1:].strip()!r})"
+    else:
+        name, _, args = stripped.lstrip("%").partition(" ")
+        call = f"get_ipython().run_line_magic({name!r}, {args.strip()!r})"
+    return f"{indent}{target}{call}"
+
+
+def _cell_magic_call(lines: list[str], first: int, name: str, args: str) -> list[str]:
+    """``%%bash``, ``%%writefile x.py`` ...: the body goes to the kernel as one string literal,
+    spread over the body's own lines (implicit concatenation inside the call's parentheses)."""
+    out = list(lines[:first])
+    body = lines[first + 1 :]
+    call = f"get_ipython().run_cell_magic({name!r}, {args!r}, ''"
+    out.append(call + (")" if not body else ""))
+    for n, line in enumerate(body):
+        out.append(f"    {line + chr(10)!r}" + (")" if n == len(body) - 1 else ""))
+    return out
 
 
 def _is_help_request(code: str) -> bool:
@@ -384,38 +535,6 @@ def _scan(line: str, state: _LexState) -> _LexState:
         quote = None  # an unterminated one-line string; compile() will say so
     continued = quote is None and ends_with_backslash
     return _LexState(quote, depth, continued, code_end)
-
-
-def _syntax_problem(
-    text: str, origin: str, original: list[str], cell_of_line: tuple[int, ...]
-) -> LoadProblem | None:
-    try:
-        # Learner code must not inherit this module's `from __future__` flags, and a
-        # SyntaxWarning (`"\d"`, `x is 1`) must not turn into an error under -W error.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            compile(text, origin, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as error:  # ValueError: null bytes on Python 3.10
-        lineno = getattr(error, "lineno", None)
-        message = getattr(error, "msg", None) or str(error)
-    except (RecursionError, MemoryError):
-        lineno, message = None, "the code is nested too deeply to compile"
-    else:
-        return None
-
-    if lineno is None and "\x00" in text:  # compile() names no line for a null byte
-        lineno = text.count("\n", 0, text.index("\x00")) + 1
-    if lineno is not None:
-        # An error at the end of input points one line past it; 0 means "no line".
-        lineno = min(lineno, len(original)) if lineno >= 1 else None
-    detail = message
-    if lineno is not None and original[lineno - 1].strip():
-        detail = f"{message}: {original[lineno - 1].strip()}"
-    if lineno is None or not cell_of_line:
-        return LoadProblem("syntax_error", origin, lineno, None, _short(detail))
-    cell = cell_of_line[lineno - 1]
-    line_in_cell = lineno - cell_of_line.index(cell)
-    return LoadProblem("syntax_error", origin, line_in_cell, cell, _short(detail))
 
 
 def _short(text: str) -> str:

@@ -7,9 +7,11 @@ recursed: recording a clock read read the clock) and that it sees what the timin
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
-import sys
 import time
+import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,8 +25,10 @@ from grader.checks.support.devices import (
     open_accelerator,
     runs_amp,
 )
-from grader.checks.support.learner import LearnerModule, SourceInfo
+from grader.checks.support.learner import LearnerModule
 from grader.checks.support.standin import StandIn
+from grader.submission import Cell, SourceFile
+from grader.toplevel import TopLevel, TopLevelLimits
 from tests.conftest import SOLUTIONS
 
 _REAL_PERF_COUNTER = time.perf_counter
@@ -62,11 +66,20 @@ def test_recorder_sees_sync_clock_and_matmuls(fake_cuda: None) -> None:
     assert time.perf_counter is original  # every patch undone
 
 
+@contextlib.contextmanager
+def learner_module(tmp_path: Path, name: str, text: str) -> Iterator[types.ModuleType]:
+    """A learner module run by the sandbox's own top-level runner (one cell), removed afterwards."""
+    source = SourceFile(name, text, f"{name}.py", (Cell("line 1", 1, text.count("\n") + 1),))
+    toplevel = TopLevel({"ex": source}, str(tmp_path), TopLevelLimits(), lambda event, payload: None)
+    try:
+        yield LearnerModule(source, toplevel).load()
+    finally:
+        toplevel.close()
+
+
 def test_patches_reach_names_the_learner_bound_at_import(tmp_path: Path) -> None:
     text = "from time import perf_counter\nfrom torch.cuda import synchronize\nimport time\nclock = time.monotonic\n"
-    module = LearnerModule(SourceInfo("bound_learner", "bound_learner.py", text=text,
-                                      filename=str(tmp_path / "bound_learner.py"))).load()
-    try:
+    with learner_module(tmp_path, "bound_learner", text) as module:
         with StandIn(virtual_clock=True) as standin:
             assert module.perf_counter is time.perf_counter is not _REAL_PERF_COUNTER  # the virtual clock
             assert module.clock is time.monotonic  # a module-level alias too
@@ -75,8 +88,6 @@ def test_patches_reach_names_the_learner_bound_at_import(tmp_path: Path) -> None
             module.clock = print  # rebound by the learner meanwhile: left as the learner set it
         assert module.perf_counter is _REAL_PERF_COUNTER
         assert module.synchronize is torch.cuda.synchronize and module.clock is print
-    finally:
-        sys.modules.pop("bound_learner", None)
 
 
 def test_amp_checks_never_demand_what_the_gpu_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,12 +134,8 @@ def time_matmul(n, device, repeats=5):
 
 
 def test_cuda_events_imported_by_name_time_the_stand_in(tmp_path: Path) -> None:
-    module = LearnerModule(SourceInfo("event_learner", "event_learner.py", text=EVENT_TIMING,
-                                      filename=str(tmp_path / "event_learner.py"))).load()
-    try:
+    with learner_module(tmp_path, "event_learner", EVENT_TIMING) as module:
         with StandIn(virtual_clock=True) as standin:
             seconds = module.time_matmul(512, standin.device)
             expected = standin.matmul_seconds(512)
         assert 0.95 < seconds / expected < 1.1  # launch overhead only
-    finally:
-        sys.modules.pop("event_learner", None)

@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from grader.course import LANGS, load_course
+from grader.errors import GraderFailureKind
 from grader.results import CheckStatus, ExerciseStatus
 from grader.submission import ProblemKind
+from grader.toplevel import STOP_KINDS
 from tests.conftest import ROOT
 
 GRADER = ROOT / "grader"
@@ -53,6 +55,9 @@ def fail_ids() -> dict[str, str]:
 def runtime_ids() -> dict[str, str]:
     """Message ids the grader itself reports: CheckOutcome(..., "<id>"), {"message": "<id>"}, load_<kind>."""
     found = {f"load_{kind}": "grader/scoring.py" for kind in get_args(ProblemKind)}
+    found |= {f"top_level.{kind}": "grader/scoring.py" for kind in (*STOP_KINDS, "kept")}
+    found |= {f"grader_error.{kind}": "grader/scoring.py" for kind in get_args(GraderFailureKind)}
+    found |= {"function_not_defined": "grader/scoring.py", "not_graded": "grader/scoring.py"}
     for path in sorted(GRADER.glob("*.py")):
         for call in calls(path):
             where = f"{path.relative_to(ROOT)}:{call.lineno}"
@@ -113,7 +118,7 @@ def test_every_check_failure_has_a_message(lang: str) -> None:
 @pytest.mark.parametrize("lang", LANGS)
 def test_every_grader_outcome_has_a_message(lang: str) -> None:
     found = runtime_ids()
-    assert {"learner_raised", "check_timeout", "not_attempted", "absent", "load_syntax_error"} <= set(found)
+    assert {"learner_raised", "check_timeout", "not_attempted", "absent", "top_level.no_gpu"} <= set(found)
     missing = {i: where for i, where in found.items() if i not in CATALOGS[lang]["messages"]}
     assert missing == {}, f"message ids missing from {lang}.yaml"
 

@@ -12,7 +12,6 @@ import nbformat
 import pytest
 from nbformat import v4
 
-from grader.selfcheck import prepare_cell
 from tests.conftest import ROOT, STUBS, run_cli, solution_text
 
 
@@ -173,32 +172,3 @@ def test_import_grader_stays_cheap() -> None:
     code = f"import sys, grader\nprint(grader.__version__, sorted({heavy} & set(sys.modules)))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert proc.stdout.split() == ["0.1.0", "[]"]
-
-
-# --- how a session's cells are replayed --------------------------------------------------
-
-
-def _no_magic(cell: str) -> str:
-    raise AssertionError(f"not an IPython cell: {cell!r}")
-
-
-@pytest.mark.parametrize(("cell", "expected"), [
-    ("def f():\n    return 1\nf()", "def f():\n    return 1\nNone"),
-    ("x = 'thiết bị'; print(x); y = 2", "x = 'thiết bị'; None; y = 2"),
-    ("print(\n    1,\n    2)  ; z = 3", "(None\n\n)  ; z = 3"),
-    ('"""docstring"""\nSMALL_N_ANSWER = "B"', '"""docstring"""\nSMALL_N_ANSWER = "B"'),
-    ("if True:\n    print(1)", "if True:\n    print(1)"),
-])
-def test_prepare_cell_drops_bare_calls_keeping_lines(cell: str, expected: str) -> None:
-    assert prepare_cell(cell, _no_magic) == expected
-
-
-def test_prepare_cell_ipython_and_broken_cells() -> None:
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    to_python = TransformerManager().transform_cell
-    magic = "!pip install -q x\nimport torch\ntorch.cuda.is_available()"
-    assert prepare_cell(magic, to_python) == "!pip install -q x\nimport torch\nNone"
-    assert prepare_cell("%%bash\nnvidia-smi", to_python) == "%%bash\nnvidia-smi"
-    assert prepare_cell("def f(:\n\n    pass", to_python) == "# def f(:\n\n#     pass"
-    assert prepare_cell("return 1", to_python) == "# return 1"

@@ -12,7 +12,7 @@ import pytest
 from nbformat import v4
 
 from grader.errors import GraderError
-from grader.submission import LoadProblem, SourceFile, Submission, load_submission
+from grader.submission import Cell, LoadProblem, SourceFile, Submission, load_submission
 from tests.submissions.catalog import MODULES
 
 
@@ -57,8 +57,11 @@ def test_plain_py_file_serves_every_exercise(tmp_path: Path) -> None:
     assert submission.learner == "nguyen_van_a"
     assert submission.path == path
     source = only_source(submission)
-    assert source == SourceFile("submission", text, "nguyen_van_a.py", ())
+    # A plain .py runs statement by statement, each labelled by its first line.
+    cells = (Cell("line 1", 1, 1), Cell("line 3", 3, 4), Cell("line 6", 6, 6), Cell("line 8", 8, 9))
+    assert source == SourceFile("submission", text, "nguyen_van_a.py", cells, numbered=False)
     assert functions_defined(source) == {"pick_device"}
+    assert source.where(4) == "nguyen_van_a.py, line 4"
 
 
 @pytest.mark.parametrize("newline", [b"\r\n", b"\r"], ids=["crlf", "lone-cr"])
@@ -103,18 +106,19 @@ def test_notebook_with_ipython_syntax_compiles_and_maps_cells(tmp_path: Path) ->
 
     assert source.module == "submission"
     assert source.origin == "colab.ipynb"
+    # IPython forms become the calls IPython itself makes of them (answered by grader/kernel.py).
     assert source.text.split("\n") == [
-        "pass  # %matplotlib inline",
-        "pass  # !pip install x",
+        "get_ipython().run_line_magic('matplotlib', 'inline')",
+        "get_ipython().system('pip install x')",
         "import torch",
         "from google.colab import drive",
         "if torch.cuda.is_available():",
-        "    pass  # !nvidia-smi",
-        "files = None  # files = !ls",
-        "pass  # torch.cuda?",
-        "pass  # %%bash",
-        "# nvidia-smi",
-        "#   if [ -d x ]; then echo y; fi",
+        "    get_ipython().system('nvidia-smi')",
+        "files = get_ipython().getoutput('ls')",
+        "get_ipython().run_line_magic('pinfo', 'torch.cuda')",
+        "get_ipython().run_cell_magic('bash', '', ''",
+        "    'nvidia-smi\\n'",
+        "    '  if [ -d x ]; then echo y; fi\\n')",
         "pass  # %%time",
         "def pick_device():",
         "    return torch.device('cpu')",
@@ -125,8 +129,19 @@ def test_notebook_with_ipython_syntax_compiles_and_maps_cells(tmp_path: Path) ->
         "",
     ]
     # Code cells are numbered among code cells only: markdown and raw cells don't count.
-    assert source.cell_of_line == (1,) * 4 + (2,) * 4 + (3,) * 3 + (4,) * 6 + (5,)
+    assert source.cells == (Cell("cell 1", 1, 4), Cell("cell 2", 5, 8), Cell("cell 3", 9, 11),
+                            Cell("cell 4", 12, 17), Cell("cell 5", 18, 18))
+    assert source.numbered
+    assert source.where(14) == "colab.ipynb, cell 4, line 3"
     assert functions_defined(source) == {"pick_device", "describe_device"}
+
+
+def test_execution_counts_label_the_cells(tmp_path: Path) -> None:
+    cells = [v4.new_code_cell("import torch", execution_count=8), v4.new_code_cell("x = 1"),
+             v4.new_code_cell("y = 2", execution_count=3)]
+    source = only_source(load_submission(write_notebook(tmp_path / "nb.ipynb", cells), MODULES))
+    assert [c.label for c in source.cells] == ["In [8]", "cell 2", "In [3]"]
+    assert source.where(3) == "nb.ipynb, In [3], line 1"
 
 
 def test_colab_on_disk_notebook_with_source_as_list_of_lines(tmp_path: Path) -> None:
@@ -152,9 +167,9 @@ def test_colab_on_disk_notebook_with_source_as_list_of_lines(tmp_path: Path) -> 
     source = only_source(load_submission(path, MODULES))
 
     assert source.text == (
-        "import torch\n\ndef pick_device():\n    return 1\npass  # !nvidia-smi\nx = 1\n"
+        "import torch\n\ndef pick_device():\n    return 1\nget_ipython().system('nvidia-smi')\nx = 1\n"
     )
-    assert source.cell_of_line == (1, 1, 1, 1, 2, 2)
+    assert source.cells == (Cell("cell 1", 1, 4), Cell("cell 2", 5, 6))
     assert functions_defined(source) == {"pick_device"}
 
 
@@ -170,22 +185,31 @@ def test_colab_on_disk_notebook_with_source_as_list_of_lines(tmp_path: Path) -> 
         pytest.param("x = 1  # why?", "x = 1  # why?", id="question-in-comment-stays"),
         pytest.param(
             "!pip install \\\n    torch",
-            "pass  # !pip install \\\n#     torch",
+            "get_ipython().system('pip install torch')\n#     torch",
             id="continued-shell-line",
         ),
         pytest.param(
-            "%%writefile ex1_device.py\ndef pick_device():\n    return 1",
-            "pass  # %%writefile ex1_device.py\n# def pick_device():\n#     return 1",
+            "%%writefile helper.py\ndef pick_device():\n    return 1",
+            "get_ipython().run_cell_magic('writefile', 'helper.py', ''\n    'def pick_device():\\n'\n"
+            "    '    return 1\\n')",
             id="foreign-cell-magic",
         ),
+        pytest.param("%%html", "get_ipython().run_cell_magic('html', '', '')", id="cell-magic-without-body"),
         pytest.param(
             "\n%%capture out\n!pip install x\nimport torch",
-            "\npass  # %%capture out\npass  # !pip install x\nimport torch",
-            id="capture-body-runs",
+            "\nget_ipython().run_cell_magic('capture', 'out', ''\n    '!pip install x\\n'\n    'import torch\\n')",
+            id="capture-body-to-the-kernel",
         ),
         pytest.param(
-            "a, b = %timeit -o f()", "a, b = None  # a, b = %timeit -o f()", id="magic-rhs"
+            "%%time\n!pip install x\nimport torch",
+            "pass  # %%time\nget_ipython().system('pip install x')\nimport torch",
+            id="time-body-runs",
         ),
+        pytest.param(
+            "a, b = %timeit -o f()", "a, b = get_ipython().run_line_magic('timeit', '-o f()')", id="magic-rhs"
+        ),
+        pytest.param("files = !ls -l", "files = get_ipython().getoutput('ls -l')", id="shell-rhs"),
+        pytest.param("!!ls", "get_ipython().getoutput('ls')", id="double-bang"),
         pytest.param("a != 3", "a != 3", id="not-equal-stays"),
         pytest.param("get_ipython().system('ls')", "get_ipython().system('ls')", id="get-ipython"),
     ],
@@ -198,7 +222,8 @@ def test_ipython_syntax_is_rewritten_only_at_statement_start(
     source = only_source(load_submission(path, MODULES))
 
     assert source.text == expected + "\n"
-    assert len(source.cell_of_line) == expected.count("\n") + 1
+    assert source.text.count("\n") == cell.count("\n") + 1  # one line for one line
+    compile(source.text, "nb", "exec", dont_inherit=True)
 
 
 def test_colab_py_export_with_shell_lines_compiles(tmp_path: Path) -> None:
@@ -207,9 +232,29 @@ def test_colab_py_export_with_shell_lines_compiles(tmp_path: Path) -> None:
 
     source = only_source(load_submission(path, MODULES))
 
-    assert source.text.startswith("pass  # !pip install -q torch\npass  # %matplotlib inline\n")
-    assert source.cell_of_line == ()
+    assert source.text.startswith("get_ipython().system('pip install -q torch')\n"
+                                  "get_ipython().run_line_magic('matplotlib', 'inline')\n")
+    assert [c.label for c in source.cells] == ["line 1", "line 2", "line 3"]
     assert functions_defined(source) == {"f"}
+
+
+@pytest.mark.parametrize(
+    ("text", "labels"),
+    [
+        pytest.param("#!/usr/bin/env python\n# coding: utf-8\n\n# In[3]:\n\n\nimport torch\n\n\n# In[ ]:\n\n\n"
+                     "get_ipython().system('nvidia-smi')\n\n\n# # Bài 2\n\n# In[7]:\n\n\nx = 1\n",
+                     ["In [3]", "cell 2", "In [7]"], id="nbconvert-script"),
+        pytest.param("# %% [markdown]\n# # Bài 1\n\n# %%\nimport torch\n\n# %%\n!nvidia-smi\n"
+                     "# %% tags=['x']\n%%time\ny = 2\n", ["cell 1", "cell 2", "cell 3"], id="percent-format"),
+    ],
+)
+def test_exported_notebook_keeps_its_cells(tmp_path: Path, text: str, labels: list[str]) -> None:
+    path = tmp_path / "export.py"
+    path.write_text(text, encoding="utf-8")
+    source = only_source(load_submission(path, MODULES))
+    assert [c.label for c in source.cells] == labels
+    assert source.numbered
+    compile(source.text, "export.py", "exec", dont_inherit=True)
 
 
 def test_foreign_coding_declaration_is_disarmed(tmp_path: Path) -> None:
@@ -245,30 +290,47 @@ def test_broken_notebook_is_a_bad_notebook_for_every_exercise(
     assert "Traceback" not in problem.detail
 
 
-def test_notebook_syntax_error_names_the_cell_and_its_line(tmp_path: Path) -> None:
+def test_a_cell_that_does_not_compile_is_still_a_cell(tmp_path: Path) -> None:
+    # The sandbox records it and runs the next cell, as Jupyter does; the loader only cuts cells.
     cells = [
         v4.new_code_cell("import torch"),
         v4.new_markdown_cell("Bài 2"),
         v4.new_code_cell("def a():\n    return 1"),
         v4.new_code_cell("x = 1\ndef roundtrip(x, device:\n    return x"),
+        v4.new_code_cell("def b():\n    return 2"),
     ]
     path = write_notebook(tmp_path / "nb.ipynb", cells)
 
-    problem = only_problem(load_submission(path, MODULES))
+    source = only_source(load_submission(path, MODULES))
 
-    assert problem.kind == "syntax_error"
-    assert (problem.origin, problem.cell, problem.line) == ("nb.ipynb", 3, 2)
-    assert problem.detail.endswith(": def roundtrip(x, device:")
+    assert [c.label for c in source.cells] == ["cell 1", "cell 2", "cell 3", "cell 4"]
+    broken = source.cells[2]
+    with pytest.raises(SyntaxError):
+        compile(source.cell_text(broken), "nb", "exec")
+    for cell in (c for c in source.cells if c is not broken):
+        compile(source.cell_text(cell), "nb", "exec")
 
 
-def test_py_syntax_error_names_the_line(tmp_path: Path) -> None:
-    lines = ["import torch", "", "", "def pick_device():", "    return 1", "", "def f(:"]
+def test_a_py_that_does_not_parse_is_cut_at_its_statements(tmp_path: Path) -> None:
+    lines = ["import torch", "", "", "@torch.no_grad()", "def pick_device():", "    return 1", "",
+             "def f(:", "    pass", "", "x = (1,", "     2)", "", "class K:", "    pass"]
     path = tmp_path / "sub.py"
-    path.write_text("\n".join(lines) + "\n    pass\n", encoding="utf-8")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    problem = only_problem(load_submission(path, MODULES))
+    source = only_source(load_submission(path, MODULES))
 
-    assert problem == LoadProblem("syntax_error", "sub.py", 7, None, "invalid syntax: def f(:")
+    # One broken function costs only itself: the statement after an unclosed bracket still starts.
+    assert source.cells == (Cell("line 1", 1, 1), Cell("line 4", 4, 6), Cell("line 8", 8, 9),
+                            Cell("line 11", 11, 12), Cell("line 14", 14, 15))
+    assert not source.numbered
+    compiles = []
+    for cell in source.cells:
+        try:
+            compile(source.cell_text(cell), "sub.py", "exec")
+            compiles.append(True)
+        except SyntaxError:
+            compiles.append(False)
+    assert compiles == [True, True, False, True, True]
 
 
 @pytest.mark.parametrize(
@@ -309,13 +371,13 @@ def test_undecodable_bytes_give_the_offset(tmp_path: Path) -> None:
     assert "byte 9" in problem.detail
 
 
-def test_null_byte_is_a_syntax_error_not_a_crash(tmp_path: Path) -> None:
+def test_null_byte_is_not_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "nul.py"
     path.write_bytes(b"x = 1\ny = 2\x00\n")
 
-    problem = only_problem(load_submission(path, MODULES))
+    source = only_source(load_submission(path, MODULES))
 
-    assert (problem.kind, problem.line) == ("syntax_error", 2)
+    assert [c.label for c in source.cells] == ["line 1", "line 2"]  # the second does not compile
 
 
 def test_folder_of_exercise_files_affects_each_exercise_alone(tmp_path: Path) -> None:
@@ -338,24 +400,19 @@ def test_folder_of_exercise_files_affects_each_exercise_alone(tmp_path: Path) ->
     submission = load_submission(folder, MODULES)
 
     assert submission.learner == "le_van_c"
-    assert set(submission.sources) == {"ex1", "ex3"}
-    ex1, ex3 = submission.sources["ex1"], submission.sources["ex3"]
-    assert (ex1.module, ex1.origin, ex1.cell_of_line) == ("ex1_device", "ex1_device.py", ())
-    assert (ex3.module, ex3.origin, ex3.cell_of_line) == (
+    assert set(submission.sources) == {"ex1", "ex2", "ex3"}
+    ex1, ex2, ex3 = submission.sources["ex1"], submission.sources["ex2"], submission.sources["ex3"]
+    assert (ex1.module, ex1.origin, ex1.numbered) == ("ex1_device", "ex1_device.py", False)
+    assert (ex3.module, ex3.origin, ex3.cells) == (
         "ex3_roundtrip",
         "ex3_roundtrip.ipynb",
-        (1, 2, 2),
+        (Cell("cell 1", 1, 1), Cell("cell 2", 2, 3)),
     )
     assert functions_defined(ex1) == {"pick_device"}
     assert functions_defined(ex3) == {"roundtrip"}
-    assert set(submission.problems) == {"ex2"}
-    problem = submission.problems["ex2"]
-    assert (problem.kind, problem.origin, problem.line, problem.cell) == (
-        "syntax_error",
-        "ex2_timing.py",
-        1,
-        None,
-    )
+    # ex2 does not compile: it still loads, and the sandbox records its statement as stopped.
+    assert (ex2.module, [c.label for c in ex2.cells]) == ("ex2_timing", ["line 1"])
+    assert submission.problems == {}
 
 
 def test_folder_with_one_notebook_of_another_name_is_a_single_file(tmp_path: Path) -> None:
@@ -377,14 +434,14 @@ def test_folder_with_one_notebook_of_another_name_is_a_single_file(tmp_path: Pat
     assert functions_defined(source) == {"pick_device"}
 
 
-def test_folder_with_one_broken_file_of_another_name_spoils_every_exercise(tmp_path: Path) -> None:
+def test_folder_with_one_broken_file_of_another_name_serves_every_exercise(tmp_path: Path) -> None:
     folder = tmp_path / "hoang_e"
     folder.mkdir()
     (folder / "bai.py").write_text("def f(:\n")
 
-    problem = only_problem(load_submission(folder, MODULES))
+    source = only_source(load_submission(folder, MODULES))
 
-    assert (problem.kind, problem.origin, problem.line) == ("syntax_error", "bai.py", 1)
+    assert (source.origin, [c.label for c in source.cells]) == ("bai.py", ["line 1"])
 
 
 @pytest.mark.parametrize(
@@ -427,3 +484,21 @@ def test_submission_pickles_for_worker_processes(tmp_path: Path) -> None:
     submission = load_submission(path, MODULES)
 
     assert pickle.loads(pickle.dumps(submission)) == submission
+
+
+# IPython's own transformer is the reference for what a line magic or a shell escape means.
+IPYTHON_LINES = [
+    "!nvidia-smi", "!pip install -q torchinfo", "files = !ls -la", "%matplotlib inline", "%load_ext autoreload",
+    "t = %timeit -o f()", "%time x = f()", "%env CUDA_VISIBLE_DEVICES=0", "torch.cuda?", "%pip install x",
+    "  !echo indented", "a, b = %who_ls", "%cd /content", "!!date",
+]
+
+
+@pytest.mark.parametrize("line", IPYTHON_LINES)
+def test_line_forms_become_what_ipython_makes_of_them(tmp_path: Path, line: str) -> None:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    cell = f"if True:\n{line}" if line.startswith(" ") else line
+    path = write_notebook(tmp_path / "nb.ipynb", [v4.new_code_cell(cell)])
+    ours = only_source(load_submission(path, MODULES)).text.rstrip("\n")
+    assert ours == TransformerManager().transform_cell(cell).rstrip("\n")

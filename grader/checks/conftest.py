@@ -7,8 +7,6 @@ course.yaml, and give its message and hint in grader/messages/{vi,en}.yaml.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,44 +14,35 @@ import pytest
 import torch
 
 from grader.checks.support.devices import Accelerator, open_accelerator
-from grader.checks.support.learner import LearnerModule, SourceInfo
-from grader.checks.support.outcomes import ImportTimedOut, LearnerRaised
+from grader.checks.support.learner import LearnerModule
+from grader.submission import SourceFile
 
 PLUGIN_NAME = "grader-channel"  # registered under this name by grader/child.py
 _MODULES: dict[str, LearnerModule] = {}
 _NUM_THREADS = torch.get_num_threads()
 
 
-def _plan(config: pytest.Config) -> dict[str, Any]:
+def _plugin(config: pytest.Config) -> Any:
     plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if plugin is None:
         raise RuntimeError("the checks run only inside the grader's sandbox (grader.child)")
-    return plugin.plan  # type: ignore[no-any-return]
+    return plugin
+
+
+def _plan(config: pytest.Config) -> dict[str, Any]:
+    return _plugin(config).plan  # type: ignore[no-any-return]
 
 
 def _learner(config: pytest.Config, exercise: str) -> LearnerModule:
     if exercise not in _MODULES:
-        source = _plan(config)["sources"][exercise]
-        _MODULES[exercise] = LearnerModule(SourceInfo(
-            source["module"], source["origin"], tuple(source.get("cell_of_line", ())),
-            source["text"], os.path.join(_plan(config)["workdir"], f"{source['module']}.py"),
-        ))
+        source = SourceFile.from_plan(_plan(config)["sources"][exercise])
+        _MODULES[exercise] = LearnerModule(source, _plugin(config).toplevel)
     return _MODULES[exercise]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def learner_modules_imported(pytestconfig: pytest.Config) -> None:
-    """Import every learner module first, so that clean_torch_state undoes what imports changed."""
-    for exercise in _plan(pytestconfig)["sources"]:
-        # A failed or timed-out import is kept by the module and reported by its own checks;
-        # this check (maybe of another exercise) goes on.
-        with contextlib.suppress(LearnerRaised, ImportTimedOut, pytest.fail.Exception):
-            _learner(pytestconfig, exercise).load()
-
-
 @pytest.fixture(autouse=True)
-def clean_torch_state(learner_modules_imported: None) -> Iterator[None]:
-    """Whatever the learner's import changed, each check starts from PyTorch's defaults."""
+def clean_torch_state() -> Iterator[None]:
+    """Whatever the learner's top level changed, each check starts from PyTorch's defaults."""
     torch.set_default_dtype(torch.float32)
     torch.set_grad_enabled(True)
     torch.set_num_threads(_NUM_THREADS)

@@ -34,13 +34,5 @@ class LearnerRaised(Exception):
         self.during = during
 
 
-class ImportTimedOut(Exception):
-    """Importing the learner's file ran past the check's time limit (a loop at top level)."""
-
-    def __init__(self, origin: str) -> None:
-        super().__init__(origin)
-        self.origin = origin
-
-
 def fail(message_id: str, **params: Any) -> NoReturn:
     raise CheckFailed(message_id, **params)

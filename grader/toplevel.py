@@ -1,0 +1,326 @@
+"""Run the learner's top level as Jupyter's "Run all" does, once per process, never fatally.
+
+Inside the sandbox, each learner module (a notebook, a `.py`, each file of a folder) runs cell
+by cell (grader/submission.py cuts the cells), in order, in one namespace. A cell that raises
+(SystemExit and KeyboardInterrupt included), does not compile, calls `input()`, uses an IPython
+form the grader does not run, or runs past its time limit stops there and is recorded as a
+`CellStop`; the definitions later in that cell (`def`, `class`, `import`, `NAME = constant`)
+are still made, and the next cell runs. So a demo cell that needs a GPU, a plot that needs
+matplotlib or a forgotten scratch cell never costs the functions their grade.
+
+Two limits (course.yaml `limits`): each cell gets `cell_timeout_s`, the whole top level
+`top_level_timeout_s`; past the latter, cells only make their definitions. A cell stuck in C
+code (one huge matmul) cannot be interrupted here: the parent kills the process at the cell's
+deadline, records it, and the next process skips that cell (``skip``).
+
+The listener hears every step, so the parent knows which cell is running: ``importing`` and
+``imported`` (a module), ``cell_start``, ``cell_stop`` (a CellStop, as a dict), ``cell_end``, and
+``cell_kept`` (what a skipped cell still defined).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import gc
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import linecache
+import os
+import signal
+import sys
+import time
+import types
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from grader.kernel import NoInput, NotRunHere
+from grader.submission import Cell, SourceFile
+
+StopKind = Literal["syntax_error", "no_gpu", "missing_module", "input", "timeout", "exit", "ended_process", "memory",
+                   "ipython", "error", "budget"]
+STOP_KINDS: tuple[StopKind, ...] = StopKind.__args__  # type: ignore[attr-defined]
+# What the learner's code running out of memory looks like from inside the process.
+MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "OutOfMemoryError", "out of memory")
+# What PyTorch says when the code wants a GPU the machine does not have (lower case).
+NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "cuda driver", "cuda runtime",
+                "cuda error", "cuda-capable device", "cuda is not available", "torch.cuda.is_available() is false",
+                "not compiled with mps", "mps backend", "mps is not available", "invalid device ordinal", "nvml")
+DEFINITIONS_ALLOWANCE_S = 5.0  # for the definitions of a cell that stopped (an import can be slow)
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class CellStop:
+    """A cell that did not run to its end, and why."""
+
+    module: str
+    index: int  # which of the module's cells
+    label: str
+    line: int | None  # the line within the cell where it stopped
+    kind: StopKind
+    error: str  # one line
+    kept: tuple[str, ...] = ()  # what its later definitions still made (functions, classes, constants)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "kept": list(self.kept)}
+
+
+@dataclass(frozen=True)
+class TopLevelLimits:
+    cell_timeout_s: float = 10.0
+    budget_s: float = 60.0  # what is left of top_level_timeout_s
+    skip: frozenset[tuple[str, int]] = frozenset()  # cells an earlier process could not finish
+
+
+class CellTimedOut(BaseException):
+    """The cell's time is up (SIGALRM). Not an Exception: `except Exception` in the cell lets it through."""
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    if isinstance(exc, SyntaxError):
+        text = f"SyntaxError: {exc.msg}" + (f": {exc.text.strip()}" if exc.text and exc.text.strip() else "")
+    else:
+        message = str(exc).strip().splitlines()
+        text = type(exc).__name__ + (f": {message[0]}" if message else "")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def classify(exc: BaseException) -> StopKind:
+    """Why a cell stopped, in the words the report explains."""
+    if isinstance(exc, CellTimedOut):
+        return "timeout"
+    if isinstance(exc, NoInput):
+        return "input"
+    if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        return "exit"
+    if isinstance(exc, NotRunHere):
+        return "ipython"
+    if isinstance(exc, ModuleNotFoundError):
+        return "missing_module"
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, MemoryError) or any(sign in text for sign in MEMORY_SIGNS):
+        return "memory"
+    if any(sign in text.lower() for sign in NO_GPU_SIGNS) and not _has_accelerator():
+        return "no_gpu"
+    return "error"
+
+
+def _has_accelerator() -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    mps = getattr(torch.backends, "mps", None)
+    return bool(torch.cuda.is_available() or (mps is not None and mps.is_available()))
+
+
+def _bound_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Import):
+        return [alias.asname or alias.name.split(".")[0] for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [alias.asname or alias.name for alias in node.names]
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []
+
+
+def _is_definition(node: ast.stmt) -> bool:
+    """What a stopped cell still makes: definitions, imports, and names bound to a constant."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+        return True
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if value is None or not _bound_names(node):
+        return False
+    if isinstance(node, ast.Assign) and not all(isinstance(t, ast.Name) for t in node.targets):
+        return False
+    try:
+        ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Runs the learner modules of one plan, each once: in order, or when another one imports it."""
+
+    def __init__(self, sources: Mapping[str, SourceFile], workdir: str, limits: TopLevelLimits,
+                 listener: Listener) -> None:
+        self.sources = {s.module: s for s in sources.values()}
+        self.workdir = workdir
+        self.limits = limits
+        self.listener = listener
+        self.spent = 0.0
+        self._deadlines: list[float] = []  # the running cells' deadlines (a cell may import a module)
+        self._previous_handler: Any = None
+        sys.meta_path.insert(0, self)
+
+    # -- the import system's side: `import ex1_device` from another learner file -------------
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        source = self.sources.get(fullname)
+        if source is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, self, origin=self.filename(source))
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return None
+
+    def filename(self, source: SourceFile) -> str:
+        """Where the module seems to live, in the work dir: it is never read from disk (a learner's
+        code that deletes or rewrites files there cannot change another file's code)."""
+        return os.path.join(self.workdir, f"{source.module}.py")
+
+    def learner_dirs(self) -> set[str]:
+        """Where the learner's modules seem to live (both spellings: sys.path holds the resolved cwd)."""
+        return {os.path.dirname(spelling(self.filename(s))) + os.sep for s in self.sources.values()
+                for spelling in (os.path.abspath, os.path.realpath)}
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        source = self.sources[module.__name__]
+        filename = self.filename(source)
+        module.__file__ = filename
+        lines = source.text.splitlines(keepends=True)
+        linecache.cache[filename] = (len(source.text), None, lines, filename)  # tracebacks show the lines
+        self.listener("importing", {"module": source.module})
+        for index, cell in enumerate(source.cells):
+            self._run_cell(source, index, cell, module.__dict__)
+        self.listener("imported", {"module": source.module})
+
+    def close(self) -> None:
+        """Stop answering imports (the sandbox never needs to; tests that build one do)."""
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        for name in self.sources:
+            sys.modules.pop(name, None)
+
+    def module(self, name: str) -> types.ModuleType:
+        """The learner module, its top level run (once per process)."""
+        return importlib.import_module(name)
+
+    def run_all(self) -> None:
+        for name in self.sources:
+            self.module(name)
+
+    # -- one cell ----------------------------------------------------------------------------
+    def budget_left(self) -> float:
+        return self.limits.budget_s - self.spent
+
+    def _run_cell(self, source: SourceFile, index: int, cell: Cell, namespace: dict[str, Any]) -> None:
+        filename = self.filename(source)
+        try:
+            tree = _parse(source.cell_text(cell), filename, cell.start)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            line = exc.lineno if isinstance(exc, SyntaxError) and exc.lineno else None
+            self._stop(source, index, cell, line, "syntax_error", one_line(exc))
+            return
+        if (source.module, index) in self.limits.skip:  # it ended an earlier process: the parent said why
+            kept = self._keep_definitions(source, tree.body, namespace)
+            self.listener("cell_kept", {"module": source.module, "index": index, "kept": list(kept)})
+            return
+        if self.budget_left() <= 0:
+            kept = self._keep_definitions(source, tree.body, namespace)
+            error = f"the top level ran past its {self.limits.budget_s:g} s"
+            self._stop(source, index, cell, None, "budget", error, kept)
+            return
+        self.listener("cell_start", {"module": source.module, "index": index, "label": cell.label})
+        started = time.monotonic()
+        snapshot = dict(namespace)
+        node: ast.stmt | None = None
+        try:
+            with self._alarm(min(self.limits.cell_timeout_s, self.budget_left())):
+                for node in tree.body:
+                    exec(compile(ast.Module([node], []), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
+                node = None
+        except BaseException as exc:  # noqa: BLE001 - whatever the learner's cell does, the next one runs
+            kind = classify(exc)
+            if kind == "memory":
+                _restore(namespace, snapshot)  # what the cell grabbed must not starve the checks
+            later = tree.body[tree.body.index(node) + 1 :] if node is not None else []
+            kept = self._keep_definitions(source, later, namespace)
+            limit = f"the cell ran past its {self.limits.cell_timeout_s:g} s limit"
+            line = node.lineno if node is not None else None
+            self._stop(source, index, cell, line, kind, limit if kind == "timeout" else one_line(exc), kept)
+        finally:
+            self.spent += time.monotonic() - started
+            self.listener("cell_end", {"module": source.module, "index": index})
+
+    def _stop(self, source: SourceFile, index: int, cell: Cell, line: int | None,  # noqa: PLR0917
+              kind: StopKind, error: str, kept: tuple[str, ...] = ()) -> None:
+        in_cell = line - cell.start + 1 if line is not None else None
+        self.listener("cell_stop", CellStop(source.module, index, cell.label, in_cell, kind, error, kept).as_dict())
+
+    def _keep_definitions(self, source: SourceFile, nodes: list[ast.stmt],
+                          namespace: dict[str, Any]) -> tuple[str, ...]:
+        filename = self.filename(source)
+        kept: list[str] = []
+        with contextlib.suppress(CellTimedOut), self._alarm(DEFINITIONS_ALLOWANCE_S):
+            for node in nodes:
+                if not _is_definition(node):
+                    continue
+                try:
+                    exec(compile(ast.Module([node], []), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
+                except CellTimedOut:
+                    raise
+                except BaseException:  # noqa: BLE001, S112 - a definition that fails is not made
+                    continue
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):  # the names a learner would look for
+                    kept += _bound_names(node)
+        return tuple(dict.fromkeys(kept))
+
+    @contextlib.contextmanager
+    def _alarm(self, seconds: float) -> Iterator[None]:
+        """SIGALRM raises CellTimedOut in the cell after ``seconds`` (or its outer cell's deadline)."""
+        deadline = time.monotonic() + max(seconds, 0.001)
+        if self._deadlines:
+            deadline = min(deadline, self._deadlines[-1])
+        else:
+            self._previous_handler = signal.signal(signal.SIGALRM, _on_alarm)
+        self._deadlines.append(deadline)
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self._deadlines.pop()
+            if self._deadlines:
+                signal.setitimer(signal.ITIMER_REAL, max(self._deadlines[-1] - time.monotonic(), 0.001))
+            else:
+                signal.signal(signal.SIGALRM, self._previous_handler or signal.SIG_DFL)
+
+
+def _parse(code: str, filename: str, first_line: int) -> ast.Module:
+    """The cell's statements, numbered as lines of the whole module; SyntaxError's line too."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarning ("\d") is the learner's business
+        try:
+            tree = ast.parse(code, filename)
+        except SyntaxError as exc:
+            if exc.lineno:
+                exc.lineno += first_line - 1
+            raise
+        ast.increment_lineno(tree, first_line - 1)
+        compile(tree, filename, "exec", dont_inherit=True)  # `return` outside a function, `break` ...
+    return tree
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    raise CellTimedOut
+
+
+def _restore(namespace: dict[str, Any], snapshot: dict[str, Any]) -> None:
+    for name in list(namespace):
+        if name not in snapshot:
+            del namespace[name]
+        elif namespace[name] is not snapshot[name]:
+            namespace[name] = snapshot[name]
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -1,0 +1,96 @@
+"""Notebooks as learners really submit them (tests/notebooks/learners/), graded for real.
+
+Each catalog entry is a whole learner's work as Colab, Kaggle or Jupyter saved it — outputs,
+magics, shell lines, plots, GPU demos, input(), scratch cells — with the cells the grader must
+stop on this CPU-only machine and the exercises that must lose points (none, for most).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from grader.course import load_course
+from grader.report import as_dict
+from grader.selfcheck import grade_public, write_session_notebook
+from tests.conftest import course_with, run_cli
+from tests.notebooks.catalog import CASES, NotebookCase
+
+PUBLIC = {c.id for c in load_course().checks if c.visibility == "public"}
+
+
+def graded(path: Path, out: Path, *args: str) -> dict[str, Any]:
+    proc = run_cli("grade", str(path), "-o", str(out), "--quiet", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    report: dict[str, Any] = yaml.safe_load(out.read_text(encoding="utf-8"))
+    return report
+
+
+def label(where: str) -> str:
+    """ "bai.ipynb, In [8], line 2" -> "In [8]"; "bai.py, line 12" -> "line 12"."""
+    parts = where.split(", ")
+    return parts[1]
+
+
+def statuses(report: dict[str, Any], ids: set[str] | None = None) -> dict[str, str]:
+    return {c["id"]: c["status"] for ex in report["exercises"].values() for c in ex["checks"]
+            if ids is None or c["id"] in ids}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.file)
+def test_a_real_notebook_grades_like_run_all(case: NotebookCase, tmp_path: Path) -> None:
+    report = graded(case.path, tmp_path / "report.yaml", "--lang", "en")
+    # Every cell the grading machine could not run is in the top-level section, once, in order,
+    # with the learner's own cell number, a one-line error and a message; none costs a point.
+    assert [(label(s["where"]), s["kind"]) for s in report["top_level"]] == list(case.stopped)
+    for stop in report["top_level"]:
+        assert stop["message"].startswith(stop["where"]) and "\n" not in stop["error"]
+    lost = {ex for ex, result in report["exercises"].items() if result["score"] < result["max_score"]}
+    assert lost == set(case.wrong), [(c["id"], c["message"]) for ex in lost
+                                     for c in report["exercises"][ex]["checks"] if c["status"] != "passed"]
+    if not case.wrong:
+        assert report["score"] == report["max_score"] == 100.0
+    # A cell's failure never shows up as a check's message (a misleading hint).
+    for check in (c for ex in report["exercises"].values() for c in ex["checks"]):
+        assert not any(stop["error"] in check["message"] for stop in report["top_level"] if stop["error"]), check
+    # The cells that would run for minutes on a CPU were stopped at their limit, not waited for.
+    assert all(stop["kind"] != "timeout" or "10 s" in stop["message"] for stop in report["top_level"])
+
+
+def test_top_level_messages_are_in_vietnamese_by_default(tmp_path: Path) -> None:
+    case = next(c for c in CASES if c.file == "colab_messy_session.ipynb")
+    report = graded(case.path, tmp_path / "report.yaml")
+    kinds = {s["kind"]: s["message"] for s in report["top_level"]}
+    assert "gọi input()" in kinds["input"] and "không biên dịch được" in kinds["syntax_error"]
+    assert "cần GPU" in kinds["no_gpu"] and "`if torch.cuda.is_available():`" in kinds["no_gpu"]
+    assert "matplotlib" in kinds["missing_module"]
+
+
+def _history(case: NotebookCase) -> list[str]:
+    """The notebook's code cells as a kernel's input history would hold them (In[0] is empty)."""
+    if case.path.suffix != ".ipynb":
+        pytest.skip("a kernel's history comes from notebooks")
+    notebook = json.loads(case.path.read_text(encoding="utf-8"))
+    cells = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    return ["", *("".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells)]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.path.suffix == ".ipynb"], ids=lambda c: c.file)
+def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path) -> None:
+    """grader.check() replays the session's cells (here: the notebook's, Run all's order) through
+    its own path — the history written as a notebook, graded with the public checks — and the final
+    grade runs the saved file: the same loader and runner, so the public checks agree, and so do
+    the cells that stopped. (A 2 s cell limit on both sides: this is about the pipelines, not the limit.)"""
+    course_file = course_with(tmp_path, {"cell_timeout_s: 10": "cell_timeout_s: 2"})
+    final = graded(case.path, tmp_path / "final.yaml", "--lang", "en", "--course", str(course_file))
+    session = write_session_notebook(_history(case), tmp_path)
+    course = load_course(course_file)
+    own = as_dict(grade_public(session, course, course.exercise_ids, lang="en"))
+    assert statuses(own) == statuses(final, PUBLIC)
+    assert Counter(s["kind"] for s in own["top_level"]) == Counter(s["kind"] for s in final["top_level"])

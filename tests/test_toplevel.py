@@ -1,0 +1,168 @@
+"""The learner's top level: cell by cell, as Run all; IPython forms as IPython answers them.
+
+The runner and the stand-in kernel are tested here in-process, on small sources written for the
+test; the catalog of real notebooks (tests/test_notebook_catalog.py) grades them for real.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
+from grader.submission import load_submission
+from grader.toplevel import TopLevel, TopLevelLimits
+from tests.conftest import folder_with, run_cli, solution_text
+from tests.submissions.catalog import MODULES
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, event: str, payload: dict[str, Any]) -> None:
+        self.events.append((event, payload))
+
+    def stops(self) -> list[tuple[str, str, int | None]]:
+        return [(p["label"], p["kind"], p["line"]) for e, p in self.events if e == "cell_stop"]
+
+    def kept(self) -> dict[str, list[str]]:
+        return {p["label"]: p["kept"] for e, p in self.events if e == "cell_stop" and p["kept"]}
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Run a notebook's cells (texts) in this process; returns the module and what was heard."""
+    import nbformat
+    from nbformat import v4
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    opened: list[TopLevel] = []
+
+    def go(cells: list[str], limits: TopLevelLimits | None = None) -> tuple[Any, Recorder]:
+        path = tmp_path / "nb.ipynb"
+        notebook = v4.new_notebook(cells=[v4.new_code_cell(c, execution_count=n) for n, c in enumerate(cells, 1)])
+        path.write_text(nbformat.writes(notebook), encoding="utf-8")
+        source = load_submission(path, {"ex1": "ex1_device"}).sources["ex1"]
+        heard = Recorder()
+        toplevel = TopLevel({"ex1": source}, str(tmp_path), limits or TopLevelLimits(), heard)
+        opened.append(toplevel)
+        return toplevel.module(source.module), heard
+
+    install(Kernel())
+    yield go
+    for toplevel in opened:
+        toplevel.close()
+
+
+def test_a_failing_cell_stops_there_and_the_next_cell_runs(run: Any) -> None:
+    module, heard = run([
+        "import torch\nprint(torch.cuda.get_device_name(0))\ndef pick_device():\n    return torch.device('cpu')",
+        "import matplotlib_is_not_here\nSMALL_N_ANSWER = 'B'\nx = compute()\ndef later():\n    return 2",
+        "def broken(:\n    pass",
+        "raise SystemExit(0)",
+        "raise KeyboardInterrupt",
+        "name = input('Họ tên: ')",
+        "y = 1 / 0",
+        "def pick_device():\n    return 'redefined'",  # the last definition wins
+    ])
+    assert heard.stops() == [("In [1]", "no_gpu", 2), ("In [2]", "missing_module", 1), ("In [3]", "syntax_error", 1),
+                             ("In [4]", "exit", 1), ("In [5]", "exit", 1), ("In [6]", "input", 1),
+                             ("In [7]", "error", 1)]
+    # Definitions after the stop in the same cell are still made; `x = compute()` is not a definition.
+    assert heard.kept() == {"In [1]": ["pick_device"], "In [2]": ["SMALL_N_ANSWER", "later"]}
+    assert module.SMALL_N_ANSWER == "B" and module.later() == 2 and not hasattr(module, "x")
+    assert module.pick_device() == "redefined"
+    assert [e for e, _ in heard.events].count("cell_start") == 7  # the one that does not compile never starts
+
+
+def test_a_cell_past_its_limit_is_stopped_and_the_budget_then_allows_definitions_only(run: Any) -> None:
+    limits = TopLevelLimits(cell_timeout_s=0.5, budget_s=0.8)
+    started = time.monotonic()
+    module, heard = run(["while True:\n    pass", "import time\ntime.sleep(5)",
+                         "print('never')\ndef defined_anyway():\n    return 3"], limits)
+    assert time.monotonic() - started < 3
+    assert [(label, kind) for label, kind, _ in heard.stops()] == [("In [1]", "timeout"), ("In [2]", "timeout"),
+                                                                   ("In [3]", "budget")]
+    assert module.defined_anyway() == 3
+
+
+def test_except_exception_does_not_swallow_the_limit(run: Any) -> None:
+    _, heard = run(["try:\n    while True:\n        pass\nexcept Exception:\n    pass"],
+                   TopLevelLimits(cell_timeout_s=0.3))
+    assert [kind for _, kind, _ in heard.stops()] == ["timeout"]
+
+
+def test_what_a_cell_grabbed_before_running_out_of_memory_is_dropped(run: Any) -> None:
+    module, heard = run(["kept = 1", "kept = 2\nhuge = [0] * 10\nraise MemoryError('simulated')"])
+    assert [kind for _, kind, _ in heard.stops()] == ["memory"]
+    assert module.kept == 1 and not hasattr(module, "huge")
+
+
+def test_ipython_forms_get_ipython_values(run: Any, tmp_path: Path) -> None:
+    module, heard = run([
+        "files = !ls\nn = len(files)\nfirst = files.s",
+        "t = %timeit -o -n 2 -r 3 sum(range(10))\nbest = t.best",
+        "%env GRADER_TEST_VAR=42\nvalue = %env GRADER_TEST_VAR",
+        "%%writefile helper_module.py\ndef helper():\n    return 'from helper'",
+        "import helper_module\nfrom_helper = helper_module.helper()",
+        "%%capture out\n!echo shell\nprint('hidden')",
+        "%matplotlib inline\n%load_ext autoreload\n%autoreload 2\nlen?",
+        "!pip install -q torchinfo\n%pip install x",
+        "%%time\ndef timed():\n    return 5",
+        "x = %time 2 + 3",
+        "%bookmark here",
+    ])
+    assert heard.stops() == [("In [11]", "ipython", 1)]  # the one form the grader does not run
+    assert isinstance(module.files, SList) and module.files == ["nb.ipynb"] and module.n == 1  # ls ran, in the cwd
+    assert isinstance(module.t, TimeitResult) and module.t.loops == 2 and module.t.repeat == 3
+    assert 0 < module.best <= module.t.average
+    assert module.value == "42" and os.environ.pop("GRADER_TEST_VAR") == "42"
+    assert module.from_helper == "from helper"
+    assert module.out.stdout == "shell\nhidden\n"  # the body's IPython syntax runs too, and is captured
+    assert module.timed() == 5 and module.x == 5
+
+
+def test_kernel_pieces() -> None:
+    lines = SList(["a.py 10", "b.txt 20", "c.py 30"])
+    assert lines.grep(r"\.py$", field=0) == ["a.py 10", "c.py 30"]
+    assert lines.fields(1) == ["10", "20", "30"] and lines.n == "a.py 10\nb.txt 20\nc.py 30"
+    result = TimeitResult(loops=10, repeat=3, all_runs=[0.1, 0.2, 0.3])
+    assert result.best == pytest.approx(0.01) and result.worst == pytest.approx(0.03)
+    assert "per loop (mean ± std. dev. of 3 runs, 10 loops each)" in str(result)
+    with pytest.raises(NoInput):
+        no_input("? ")
+    with pytest.raises(NotRunHere):
+        Kernel().run_line_magic("bookmark", "x")
+
+
+def test_the_top_level_runs_once_per_grading_and_grader_check_does_nothing_there(
+        tmp_path: Path, batch_one: Any, grade: Any) -> None:
+    text = "\n\n".join(solution_text(ex) for ex in MODULES) + (
+        "\n\nprint('TOP LEVEL RAN')\nimport grader\ngrader.check()\n")
+    learner = tmp_path / "class" / "once"  # a folder holding one file serves every exercise
+    learner.mkdir(parents=True)
+    (learner / "bai_lam.py").write_text(text, encoding="utf-8")
+    for graded in (grade(learner), batch_one(learner)):  # an exec'd child, then a forked one
+        assert graded.report is not None and graded.report["score"] == 100.0, graded.stderr
+        output = graded.report["output"]
+        assert output.count("TOP LEVEL RAN") == 1  # five exercises, one file, one top level
+        assert "Self-check" not in output and "Tự kiểm tra" not in output
+        assert graded.report["top_level"] == []
+
+
+def test_definitions_after_a_demo_line_still_count(tmp_path: Path) -> None:
+    ex1 = "import torch\nprint(torch.cuda.get_device_name(0))\n" + solution_text("ex1")
+    folder = folder_with(tmp_path, "demo_first", {"ex1_device": ex1})
+    out = tmp_path / "r.yaml"
+    proc = run_cli("grade", str(folder), "-o", str(out), "--lang", "en")
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "ex1_device.py, line 2 needs a GPU" in text
+    assert "score: 20.0" in text
