@@ -96,7 +96,7 @@ def _load(path: Path, name: str) -> Any:
 
 def _probe(torch: Any) -> list[str]:
     """The figures the real-GPU thresholds rest on, measured here (each line may fail alone)."""
-    from grader.checks.ex2_timing.test_hidden import REAL_TOTAL_RATIO
+    from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TOTAL_RATIO
     from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
     from grader.checks.support.devices import RealAccelerator, runs_amp
 

@@ -19,7 +19,8 @@ import pytest
 
 from grader.channel import Writer
 from grader.checks.support.devices import apply_gpu_share, real_accelerator_type
-from grader.checks.support.outcomes import CheckFailed, LearnerRaised, NotAttempted
+from grader.checks.support.outcomes import AlreadyTimedOut, CheckFailed, LearnerRaised, NotAttempted
+from grader.checks.support.standin import NO_CUDA
 from grader.errors import error_line
 from grader.kernel import Kernel, install
 from grader.submission import SourceFile
@@ -36,21 +37,35 @@ FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]")
 PYTEST_COULD_NOT_RUN = (2, 3, 4, 5)
 
 
+def graded_on(devices: list[tuple[str, str]]) -> tuple[str, list[str]]:
+    """A check's mode (a real accelerator, else the stand-in, else the CPU) and its devices' labels."""
+    modes = {mode for mode, _ in devices}
+    mode = next((m for m in ("cuda", "mps", "standin") if m in modes), "cpu")
+    return mode, [label for _, label in devices]
+
+
 def classify(exc: BaseException | None) -> dict[str, Any]:
     """How a check ended, as the parent needs it: status, message id and its parameters."""
     if exc is None:
         return {"status": "passed"}
+    if isinstance(exc, AlreadyTimedOut):
+        return {"status": "timeout", "message": "function_timed_out", "params": {"function": exc.name}}
     if isinstance(exc, NotAttempted):
         return {"status": "not_attempted", "message": "not_attempted", "params": {"function": exc.name}}
     if isinstance(exc, CheckFailed):
         return {"status": "failed", "message": exc.message_id, "params": exc.params}
-    if isinstance(exc, LearnerRaised) and any(sign in exc.exc_text for sign in MEMORY_SIGNS):
-        return {"status": "error", "message": "memory_limit", "params": {"error": exc.exc_text, "where": exc.where}}
     if isinstance(exc, LearnerRaised) and any(sign in exc.exc_text for sign in FILE_LIMIT_SIGNS):
-        return {"status": "error", "message": "file_size_limit", "params": {"where": exc.where}}
+        return {"status": "error", "message": "file_size_limit", "params": {"where": exc.where, **exc.params}}
+    if isinstance(exc, LearnerRaised) and NO_CUDA in exc.exc_text and not exc.params.get("device", "").startswith(
+            "cuda"):
+        # torch.cuda called for an Apple GPU or the CPU: what a Mac or a CPU-only machine says to it.
+        return {"status": "error", "message": "cuda_api_off_cuda",
+                "params": {"error": exc.exc_text, "where": exc.where, "during": exc.during, **exc.params}}
     if isinstance(exc, LearnerRaised):
-        return {"status": "error", "message": "learner_raised",
-                "params": {"error": exc.exc_text, "where": exc.where, "during": exc.during}}
+        # Running out of memory outside the grader's budget (the process's own limit) is a limit.
+        limit = any(sign in exc.exc_text for sign in MEMORY_SIGNS) and "grader's memory budget" not in exc.exc_text
+        return {"status": "error", "message": "memory_limit" if limit else "learner_raised",
+                "params": {"error": exc.exc_text, "where": exc.where, "during": exc.during, **exc.params}}
     text = str(exc)
     if isinstance(exc, pytest.fail.Exception) and text.startswith("Timeout"):
         return {"status": "timeout", "message": "check_timeout", "params": {}}
@@ -70,7 +85,7 @@ class ChannelPlugin:
         self._by_nodeid = {c["nodeid"]: c for c in plan["checks"]}
         self._first_exc: dict[str, BaseException | None] = {}
         self._started: dict[str, float] = {}
-        self._props: dict[str, dict[str, Any]] = {}
+        self._devices: dict[str, list[tuple[str, str]]] = {}  # nodeid -> (mode, label) of each device it ran on
         self.learner_started = False  # a learner module began running: from here on, nothing is the grader's alone
         self.grader_error_sent = False
         top = plan["top_level"]
@@ -78,6 +93,7 @@ class ChannelPlugin:
                                 frozenset((str(module), int(index)) for module, index in top["skip"]))
         sources = {ex: SourceFile.from_plan(source) for ex, source in plan["sources"].items()}
         self.toplevel = TopLevel(sources, plan["workdir"], limits, self.listen)
+        self.toplevel.timed_out.update(str(name) for name in plan.get("timed_out", ()))
 
     def listen(self, event: str, payload: dict[str, Any]) -> None:
         """What the learner's top level does, cell by cell, for the parent to see."""
@@ -136,14 +152,17 @@ class ChannelPlugin:
         if check is None:
             return
         result = classify(self._first_exc.get(nodeid))
-        item_props = self._props.get(nodeid, {})
-        result.update({"event": "result", "check": check["id"], "mode": item_props.get("mode"),
+        mode, labels = graded_on(self._devices.get(nodeid, []))
+        result.update({"event": "result", "check": check["id"], "mode": mode, "devices": labels,
                        "duration_s": round(_perf_counter() - self._started.get(nodeid, 0.0), 4)})
         self.send(result)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.user_properties:
-            self._props.setdefault(report.nodeid, {}).update(dict(report.user_properties))
+            ran_on = self._devices.setdefault(report.nodeid, [])
+            for key, value in report.user_properties:
+                if key == "device" and tuple(value) not in ran_on:
+                    ran_on.append(tuple(value))
 
 
 def describe_device(forced: str) -> dict[str, Any]:

@@ -64,11 +64,12 @@ class CheckSpec:
 
     @property
     def test_file(self) -> Path:
-        return CHECKS_DIR / self.module / f"test_{self.visibility}.py"
+        """The check's own module: its test function, its hint and its messages (vi, en)."""
+        return CHECKS_DIR / self.module / f"test_{self.name}.py"
 
     @property
     def nodeid(self) -> str:
-        return f"{self.module}/test_{self.visibility}.py::test_{self.name}"
+        return f"{self.module}/test_{self.name}.py::test_{self.name}"
 
 
 @dataclass(frozen=True)
@@ -263,21 +264,18 @@ class _Validator:
                          visibility, timeout)
 
     def checks_match_files(self, where: str, module: str, checks: tuple[CheckSpec, ...]) -> None:
-        """Each declared check has its test function, and no test function is left undeclared."""
-        for visibility in ("public", "hidden"):
-            declared = {c.name for c in checks if c.visibility == visibility}
-            test_file = CHECKS_DIR / module / f"test_{visibility}.py"
-            if not test_file.is_file():
-                if declared:
-                    raise self.fail(f"{where}.checks", sorted(declared)[0], f"is declared but {test_file} is missing")
-                continue  # a release bundle ships no hidden checks
-            tree = ast.parse(test_file.read_text(encoding="utf-8"))
-            defined = {
-                node.name[len("test_"):]
-                for node in tree.body
-                if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
-            }
-            for name in sorted(declared - defined):
-                raise self.fail(f"{where}.checks", name, f"has no function test_{name} in {test_file}")
-            for name in sorted(defined - declared):
-                raise self.fail(f"{where}.checks", name, f"is defined in {test_file} but not declared ({visibility})")
+        """Each declared check has its module with its test function, and no check module is left
+        undeclared (a learner's copy holds only the public checks' modules, and declares only them)."""
+        folder = CHECKS_DIR / module
+        for check in checks:
+            if not check.test_file.is_file():
+                raise self.fail(f"{where}.checks", check.name, f"is declared but {check.test_file} is missing")
+            tree = ast.parse(check.test_file.read_text(encoding="utf-8"))
+            if not any(isinstance(node, ast.FunctionDef) and node.name == f"test_{check.name}" for node in tree.body):
+                raise self.fail(f"{where}.checks", check.name,
+                                f"has no function test_{check.name} in {check.test_file}")
+        declared = {check.test_file.name for check in checks}
+        for path in sorted(folder.glob("test_*.py")):
+            if path.name not in declared:
+                raise self.fail(f"{where}.checks", path.stem.removeprefix("test_"),
+                                f"has a module {path} but is not declared in the course")

@@ -4,8 +4,9 @@ DIR gets what a learner needs to do the lesson and self-check it, and nothing th
 graded answers away:
 
 - ``exercises/`` the stubs and ``notebooks/`` the exercise notebooks (grader/notebooks.py);
-- ``grader/`` the package with the public checks only: no ``test_hidden.py``, no helper module
-  that only hidden checks import, no hint or message that only hidden checks use;
+- ``grader/`` the package with the public checks only: each check is its own module, holding its
+  hint and messages, so the bundle ships the public checks' modules and the helpers they import,
+  and no hidden check's code or text at all;
 - ``grader/course.yaml`` the course with ``release: public``: hidden checks and solution paths
   removed, so its points add up to the public total. It sits inside the package so that a
   pip-installed grader (Colab, Kaggle) finds it too;
@@ -14,14 +15,13 @@ graded answers away:
 
 The instructor's repository (solutions, hidden checks, tests) stays the instructor's. Before
 returning, the bundle is checked: its grader loads its own course in a fresh interpreter, and
-no hidden check id or hidden test file is anywhere in it; otherwise DIR is removed.
+no hidden check id or hidden check module is anywhere in it; otherwise DIR is removed.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -37,8 +37,6 @@ from grader.errors import GraderError
 from grader.notebooks import INSTALL_URL, write_notebooks
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-HIDDEN_TEST = "test_hidden.py"
-_CATALOG_KEY = re.compile(r"^  (?P<key>[\w.]+):")
 _HEADER = """\
 # Lesson 14 — the learner's copy of course.yaml, written by `grader release`; do not edit.
 # release: public — hidden checks and solutions are not part of this copy, so the points
@@ -67,9 +65,8 @@ def build(course: Course, out: Path, *, install_url: str = INSTALL_URL) -> Bundl
     out.mkdir(parents=True, exist_ok=True)
     try:
         package = out / "grader"
-        _copy_package(package)
+        _copy_package(package, {c.test_file.name for c in course.checks if c.visibility == "public"})
         hidden = {c.id for c in course.checks if c.visibility == "hidden"}
-        _filter_catalogs(package, hidden, _hidden_only_message_ids(package))
         (package / "course.yaml").write_text(_HEADER + released_course_yaml(course), encoding="utf-8")
         (out / "exercises").mkdir()
         for ex in course.exercises:
@@ -104,11 +101,11 @@ def released_course_yaml(course: Course) -> str:
     return yaml.safe_dump(released, allow_unicode=True, sort_keys=False, width=100)
 
 
-def _kept_check_files(exercise_dir: Path) -> set[str]:
-    """test_public.py, __init__.py and the helper modules they import (transitively)."""
+def _kept_check_files(exercise_dir: Path, public: set[str]) -> set[str]:
+    """The public checks' modules, __init__.py and the helper modules they import (transitively)."""
     module_prefix = f"grader.checks.{exercise_dir.name}."
-    kept = {"__init__.py", "test_public.py"}
-    todo = [name for name in kept if (exercise_dir / name).is_file()]
+    kept = {"__init__.py"} | {name for name in public if (exercise_dir / name).is_file()}
+    todo = sorted(kept)
     while todo:
         tree = ast.parse((exercise_dir / todo.pop()).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -123,13 +120,15 @@ def _kept_check_files(exercise_dir: Path) -> set[str]:
     return kept
 
 
-def _copy_package(target: Path) -> None:
-    exercise_dirs = {p.resolve() for p in CHECKS_DIR.iterdir() if (p / "test_public.py").is_file()}
-    kept = {d: _kept_check_files(d) for d in exercise_dirs}
+def _copy_package(target: Path, public: set[str]) -> None:
+    """The package, with only the public checks' modules and what they import in each exercise."""
+    exercise_dirs = {p.resolve() for p in CHECKS_DIR.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
+                     and p.name != "support"}
+    kept = {d: _kept_check_files(d, public) for d in exercise_dirs}
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         here = Path(folder).resolve()
-        skipped = {n for n in names if n in ("__pycache__", ".pytest_cache", HIDDEN_TEST, "course.yaml")}
+        skipped = {n for n in names if n in ("__pycache__", ".pytest_cache", "course.yaml")}
         skipped |= {n for n in names if n.endswith(".pyc")}
         if here in kept:
             skipped |= {n for n in names if n.endswith(".py") and n not in kept[here]}
@@ -138,43 +137,11 @@ def _copy_package(target: Path) -> None:
     shutil.copytree(PACKAGE_DIR, target, ignore=ignore)
 
 
-def _fail_ids(source: str) -> set[str]:
-    """The message ids of ``fail("<id>", ...)`` calls (a docstring's example is not a call)."""
-    return {node.args[0].value for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "fail"
-            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)}
-
-
-def _hidden_only_message_ids(package: Path) -> set[str]:
-    """Message ids that only hidden checks fail with: their text would describe those checks."""
-    hidden_ids = {i for f in CHECKS_DIR.rglob(HIDDEN_TEST) for i in _fail_ids(f.read_text(encoding="utf-8"))}
-    kept_text = "\n".join(p.read_text(encoding="utf-8") for p in package.rglob("*.py"))
-    return {i for i in hidden_ids if f'"{i}"' not in kept_text and f"'{i}'" not in kept_text}
-
-
-def _filter_catalogs(package: Path, hidden_checks: set[str], hidden_messages: set[str]) -> None:
-    """Drop those catalog lines; every entry is one line, so the files keep their comments."""
-    for catalog in (package / "messages").glob("*.yaml"):
-        section = None
-        kept: list[str] = []
-        for line in catalog.read_text(encoding="utf-8").split("\n"):
-            if line and not line.startswith((" ", "#")):
-                section = line.rstrip(":")
-            match = _CATALOG_KEY.match(line)
-            dropped = {"hints": hidden_checks, "messages": hidden_messages}.get(section or "", set())
-            if match and match["key"] in dropped:
-                continue
-            kept.append(line)
-        catalog.write_text("\n".join(kept), encoding="utf-8")
-
-
 def _leaks(out: Path, hidden: Iterable[str]) -> list[str]:
     needles = {needle for check_id in hidden for needle in (check_id, f"test_{check_id.split('.', 1)[1]}")}
     found = []
     for path in sorted(out.rglob("*")):
-        if path.name == HIDDEN_TEST:
-            found.append(str(path.relative_to(out)))
-        elif path.is_file():
+        if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
             found += [f"{path.relative_to(out)}: {n}" for n in sorted(needles) if n in text]
     return found

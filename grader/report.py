@@ -24,6 +24,8 @@ def _check(check: CheckResult) -> dict[str, Any]:
     if check.hint:
         data["hint"] = check.hint
     data["mode"] = check.mode
+    if check.devices:
+        data["devices"] = list(check.devices)
     data["visibility"] = check.visibility
     data["seconds"] = round(check.duration_s, 3)
     return data

@@ -22,6 +22,7 @@ class CheckResult:
     mode: CheckMode | None = None
     visibility: Literal["public", "hidden"] = "public"
     duration_s: float = 0.0
+    devices: tuple[str, ...] = ()  # each device it ran on: "cpu", "cuda (stand-in)", "mps (stand-in)"
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ class CheckOutcome:
     params: Mapping[str, str] = field(default_factory=dict)
     mode: CheckMode | None = None
     duration_s: float = 0.0
+    devices: tuple[str, ...] = ()  # where it ran: "cpu", "cuda (stand-in)", "mps (stand-in)", ...
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class _Child:
     # The top-level cells running now, innermost last (a cell may import another learner file):
     # (module, index, label, started at).
     cells: list[tuple[str, int, str, float]] = field(default_factory=list)
+    calling: str | None = None  # the learner function the running check called last
 
 
 def apply_limits(limits: Limits) -> None:
@@ -240,6 +242,7 @@ class _Runner:
         self.stops: dict[tuple[str, int], CellStop] = {}  # the first report of each cell wins
         self.skip: set[tuple[str, int]] = set()  # cells that ended a child: later children skip them
         self.top_level_spent = 0.0
+        self.timed_out: set[str] = set()  # learner functions that ran past a check's limit
 
     def pending(self) -> list[CheckSpec]:
         return [c for c in self.checks.values() if c.id not in self.outcomes]
@@ -253,6 +256,7 @@ class _Runner:
             "top_level": {"cell_timeout_s": self.limits.cell_timeout_s,
                           "budget_s": max(self.limits.top_level_timeout_s - self.top_level_spent, 0.0),
                           "skip": sorted(self.skip)},
+            "timed_out": sorted(self.timed_out),
             "checks": [{"id": c.id, "nodeid": c.nodeid, "timeout_s": c.timeout_s} for c in pending],
         }
 
@@ -350,8 +354,13 @@ class _Runner:
             event = message.get("event")
             if event == "start":
                 child.current = str(message.get("check"))
+                child.calling = None
             elif event == "result":
+                if message.get("status") == "timeout" and child.calling:
+                    self.timed_out.add(child.calling)
                 child.current = None
+            elif event == "calling":
+                child.calling = str(message.get("function"))[:120]
             elif event == "grader_error" and not child.learner_started:
                 kind = str(message.get("kind"))
                 known = kind if kind in _FAILURE_KINDS else "internal"
@@ -385,7 +394,8 @@ class _Runner:
     def outcome(message: dict[str, Any]) -> CheckOutcome:
         return CheckOutcome(str(message["check"]), message.get("status", "error"), str(message.get("message", "")),
                             {str(k): str(v) for k, v in (message.get("params") or {}).items()},
-                            message.get("mode") or "cpu", float(message.get("duration_s", 0.0)))
+                            message.get("mode") or "cpu", float(message.get("duration_s", 0.0)),
+                            tuple(str(d)[:60] for d in (message.get("devices") or ())[:8]))
 
     def record_stop(self, message: Mapping[str, Any]) -> None:
         kind = str(message.get("kind"))
@@ -432,6 +442,8 @@ class _Runner:
         if child.importing is not None:
             self.charge_import(child.importing, code, killed_for)
         elif child.current is not None and child.current in self.checks:
+            if killed_for == "check_timeout" and child.calling:
+                self.timed_out.add(child.calling)
             status: CheckStatus = "timeout" if killed_for in ("check_timeout", "run_timeout") else "error"
             # SIGXCPU: the kernel's answer to RLIMIT_CPU (limits.cpu_seconds).
             message = killed_for or ("cpu_limit" if code == "signal SIGXCPU" else "child_died")

@@ -129,10 +129,12 @@ def score_exercise(exercise: Exercise, outcomes: Mapping[str, CheckOutcome], lan
             points=spec.points if passed else 0.0,
             max_points=spec.points,
             message="" if passed else messages.render(lang, outcome.message_id, outcome.params),
-            hint="" if passed or outcome.status in ("not_attempted", "skipped") else messages.hint(lang, spec.id),
+            hint=("" if passed or outcome.status in ("not_attempted", "skipped")
+                  else messages.hint(lang, spec.test_file)),
             mode=outcome.mode,
             visibility=spec.visibility,
             duration_s=outcome.duration_s,
+            devices=outcome.devices,
         ))
     checks = tuple(results)
     score = sum(c.points for c in checks)

@@ -120,7 +120,9 @@ def summarize(reports: Iterable[Mapping[str, Any]], course: Course) -> ClassSumm
                 tally.setdefault(check["id"], dict.fromkeys(STATUSES, 0))
                 tally[check["id"]][status] = tally[check["id"]].get(status, 0) + 1
                 meta[check["id"]] = (ex_id, str(check.get("visibility", "public")), float(check["max_points"]))
-    checks = [CheckStats(cid, *meta[cid], tally[cid], messages.hint(LANG, cid)) for cid in tally]
+    specs = {check.id: check for check in course.checks}
+    checks = [CheckStats(cid, *meta[cid], tally[cid], messages.hint(LANG, specs[cid].test_file) if cid in specs else "")
+              for cid in tally]
     checks.sort(key=lambda c: (c.pass_rate is None, c.pass_rate or 0.0, -c.attempted, order.get(c.id, len(order)),
                                c.id))
     return ClassSummary(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.submissions.catalog import MODULES, ROOT
+from tests.notebooks.catalog import CASES as NOTEBOOKS
+from tests.submissions.catalog import CORRECT_STYLES, MODULES, ROOT, mistakes
 
 SOLUTIONS = ROOT / "solutions"
 STUBS = ROOT / "exercises"
@@ -108,3 +111,52 @@ def course_with(tmp_path: Path, replacements: dict[str, str]) -> Path:
     course = tmp_path / "course.yaml"
     course.write_text(text, encoding="utf-8")
     return course
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def class_learners() -> dict[str, Path]:
+    """Learner name -> submission, for every known submission: the correct styles (a folder), the
+    one-mistake files (a folder holding that exercise's file) and the notebook catalog (a file)."""
+    learners: dict[str, Path] = {f"correct__{name.replace('/', '__')}": path for name, path in CORRECT_STYLES.items()}
+    learners |= {f"mistake__{m.name.replace('/', '__')}": m.path for m in mistakes()}
+    learners |= {f"notebook__{case.path.stem}__{case.path.suffix[1:]}": case.path for case in NOTEBOOKS}
+    return learners
+
+
+@pytest.fixture(scope="session")
+def graded_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[[str], Graded]:
+    """Every known submission graded once for the whole test run, as an instructor grades a class:
+    ``grader batch --workers 2`` (each sandbox forked from a warm server). The first xdist worker to
+    get here grades; the others wait for its reports. Returns learner name -> its report."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    out = shared / "class-reports"
+    with _locked(shared / "class.lock"):
+        if not (out / "gradebook.csv").exists():
+            cls = shared / "class"
+            for name, path in class_learners().items():
+                if path.is_dir():
+                    shutil.copytree(path, cls / name)
+                elif path.parent.name in MODULES.values():  # a mistake: its exercise's file in a folder
+                    (cls / name).mkdir(parents=True)
+                    shutil.copy(path, cls / name / f"{path.parent.name}.py")
+                else:
+                    cls.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(path, cls / f"{name}{path.suffix}")
+            proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--lang", "en", "--quiet",
+                           timeout=1800)
+            assert proc.returncode == 0, proc.stderr
+
+    def report(name: str) -> Graded:
+        path = out / f"{name}.yaml"
+        return Graded(0, "", "", yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None)
+
+    return report

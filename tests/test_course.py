@@ -27,7 +27,9 @@ def test_shipped_course_loads() -> None:
     ({"{id: warms_up, points: 3, visibility: hidden}": "{id: warms_up, points: 3, visibility: secret}"},
      ["visibility", "'secret'"]),
     ({"{id: warms_up, points: 3, visibility: hidden}": "{id: warms_upp, points: 3, visibility: hidden}"},
-     ["warms_upp", "no function test_warms_upp"]),
+     ["warms_upp", "test_warms_upp.py is missing"]),
+    ({"      - {id: warms_up, points: 3, visibility: hidden}\n": ""},
+     ["warms_up", "test_warms_up.py but is not declared"]),
 ])
 def test_invalid_course_is_one_clear_error(tmp_path: Path, change: dict[str, str], expected: list[str]) -> None:
     course = course_with(tmp_path, change)

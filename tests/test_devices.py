@@ -19,10 +19,12 @@ import torch
 
 from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
 from grader.checks.support.devices import (
+    CpuDevice,
     RealAccelerator,
-    StandInAccelerator,
+    StandInDevice,
     holds_dtype,
     open_accelerator,
+    open_device,
     runs_amp,
 )
 from grader.checks.support.learner import LearnerModule
@@ -45,6 +47,7 @@ def _solution(module: str):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Simulated GPU")
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: 0)
@@ -100,19 +103,24 @@ def test_amp_checks_never_demand_what_the_gpu_lacks(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(torch, "__version__", "2.10.0+cpu")
     assert runs_amp("mps", torch.float16)
     assert runs_amp("standin", torch.bfloat16) and runs_amp("standin", torch.float16)
-    assert not holds_dtype("mps", torch.float64) and holds_dtype("mps", torch.float16)  # ex3's dtype check
-    assert holds_dtype("cuda", torch.float64) and holds_dtype("standin", torch.float64)
+    mps, cuda = StandInDevice("mps"), StandInDevice("cuda")
+    assert not holds_dtype(mps, torch.float64) and holds_dtype(mps, torch.float16)  # ex3's dtype check
+    assert holds_dtype(cuda, torch.float64) and holds_dtype(CpuDevice(), torch.float64)
 
 
 def test_a_check_that_cannot_grade_fairly_on_the_gpu_gets_the_stand_in(fake_cuda: None) -> None:
     assert open_accelerator("auto").mode == "cuda"
     assert open_accelerator("auto", real_ok=lambda mode: mode != "cuda").mode == "standin"
     assert open_accelerator("cpu").mode == "standin"
+    # Every kind a learner's function can be handed: the real one where there is one, else a stand-in.
+    assert [open_device(kind, "auto").label for kind in ("cpu", "cuda", "mps")] == [
+        "cpu", "cuda (Simulated GPU)", "mps (stand-in)"]
+    assert open_device("cuda", "cpu").label == "cuda (stand-in)"
 
 
 def test_stand_in_fill_capacity_is_the_budget_in_chunks() -> None:
     chunk = CHUNK_MB * MiB
-    assert StandInAccelerator(budget_bytes=FILL_BUDGET).fill_capacity(chunk) == CHUNKS_THAT_FIT
+    assert StandInDevice(budget_bytes=FILL_BUDGET).fill_capacity(chunk) == CHUNKS_THAT_FIT
 
 
 EVENT_TIMING = """

@@ -97,7 +97,7 @@ def _grader_copy(tmp_path: Path) -> Path:
 
 
 def _break_a_check(copy: Path) -> Path:
-    check = copy / "grader" / "checks" / "ex3_roundtrip" / "test_public.py"
+    check = copy / "grader" / "checks" / "ex3_roundtrip" / "test_roundtrip_values.py"
     text = check.read_text(encoding="utf-8")
     future = "from __future__ import annotations\n"
     check.write_text(text.replace(future, future + "import numpy_is_not_installed  # noqa\n"), encoding="utf-8")
@@ -178,7 +178,7 @@ def test_doctor_names_what_is_broken(tmp_path: Path) -> None:
     _break_a_check(copy)
     code, stdout, _ = _run(copy, "doctor")
     assert code == 3
-    assert re.search(r"^✗ checks .*ex3_roundtrip.test_public: ModuleNotFoundError: .*numpy_is_not_installed",
+    assert re.search(r"^✗ checks .*ex3_roundtrip.test_roundtrip_values: ModuleNotFoundError: .*numpy_is_not_installed",
                      stdout, re.MULTILINE), stdout
 
 

@@ -13,16 +13,23 @@ from tests.submissions.catalog import CORRECT_STYLES
 
 
 @pytest.mark.parametrize("style", sorted(CORRECT_STYLES))
-def test_correct_style_scores_100(style: str, tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    submission = tmp_path / style
-    shutil.copytree(CORRECT_STYLES[style], submission)
-    graded = grade(submission)
-    assert graded.code == 0, graded.stderr
+def test_correct_style_scores_100(style: str, graded_class: Callable[[str], Graded]) -> None:
+    """On every device each function is handed — the CPU, CUDA's and MPS's stand-ins here."""
+    graded = graded_class(f"correct__{style.replace('/', '__')}")
     assert graded.report is not None
     failing = {ex: graded.lost(ex) for ex in MODULES if graded.lost(ex)}
     assert failing == {}, [c for ex in MODULES for c in graded.exercise(ex)["checks"] if c["status"] != "passed"]
     assert graded.report["score"] == graded.report["max_score"] == 100.0
     assert all(graded.exercise(ex)["status"] == "passed" for ex in MODULES)
+
+
+def test_solutions_score_100_with_grader_grade(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    """The README's own command, one submission exec'd (the catalog above is graded by a batch)."""
+    submission = tmp_path / "solutions"
+    shutil.copytree(SOLUTIONS, submission)
+    graded = grade(submission)
+    assert graded.code == 0, graded.stderr
+    assert graded.report is not None and graded.report["score"] == 100.0
 
 
 def test_report_schema(tmp_path: Path, grade: Callable[..., Graded]) -> None:

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, course_with, folder_with, run_cli
+from grader import messages
+from grader.course import load_course
+from tests.conftest import course_with, folder_with, run_cli
 
 PICK_DEVICE_AS_STRING = '''
 import torch
@@ -21,7 +23,8 @@ def describe_device(device):
     raise NotImplementedError
 '''
 VISIBILITY_LINE = "visibility: {public: visible, hidden: after_published}"
-EN = yaml.safe_load((ROOT / "grader" / "messages" / "en.yaml").read_text(encoding="utf-8"))
+PICK_HINT = messages.hint("en", next(c for c in load_course().checks
+                                     if c.id == "ex1.pick_device_returns_device").test_file)
 
 
 def grade_for_gradescope(tmp_path: Path, submission: Path, *extra: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -50,7 +53,7 @@ def test_results_json_has_one_test_per_check(tmp_path: Path) -> None:
     wrong = tests["ex1.pick_device_returns_device"]
     assert wrong["status"] == "failed" and wrong["score"] == 0.0
     assert wrong["output"].startswith(checks["ex1.pick_device_returns_device"]["message"])
-    assert f"Hint: {EN['hints']['ex1.pick_device_returns_device']}" in wrong["output"]
+    assert PICK_HINT and f"Hint: {PICK_HINT}" in wrong["output"]
     assert tests["ex2.small_n_answer"]["output"].startswith("Not attempted")
 
     # The top-level output is seen at once: it counts the hidden checks, never details them.

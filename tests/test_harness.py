@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbformat import v4
 
 from tests.conftest import Graded, copy_solutions, course_with, folder_with, run_cli, solution_text
@@ -198,3 +199,38 @@ def test_endless_loop_at_top_level_is_stopped_and_the_rest_runs(tmp_path: Path, 
     (stop,) = graded.report["top_level"]
     assert (stop["where"], stop["kind"]) == ("ex3_roundtrip.py, line 1", "timeout")
     assert "2 s" in stop["message"]
+
+
+ENDLESS_TIMING = '''
+import signal
+import torch
+
+SMALL_N_ANSWER = "B"
+
+def time_matmul(n, device, repeats=5):
+    {block}
+    while True:
+        pass
+
+def speedup(n, device, repeats=3):
+    return time_matmul(n, torch.device("cpu")) / time_matmul(n, device)
+'''
+
+
+@pytest.mark.parametrize("block", ["pass", "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})"],
+                         ids=["python-loop", "alarm-blocked"])
+def test_a_hang_costs_one_check_timeout_per_function(tmp_path: Path, grade: Callable[..., Graded],
+                                                      block: str) -> None:
+    """The first check that calls time_matmul waits for its limit (pytest-timeout, or the parent's kill
+    when the learner blocked the alarm); every later check that needs it is charged at once. speedup()
+    is a function of its own (it calls time_matmul inside): one wait of its own."""
+    folder = folder_with(tmp_path, "hangs", {"ex2_timing": ENDLESS_TIMING.replace("{block}", block)})
+    course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 2"})
+    graded = grade(folder, "--course", str(course))
+    checks = {c["id"]: c for c in graded.exercise("ex2")["checks"]}
+    assert checks.pop("ex2.small_n_answer")["status"] == "passed"
+    assert {c["status"] for c in checks.values()} == {"timeout"}
+    waited = [c for c in checks.values() if "already ran past" not in c["message"]]
+    assert [c["id"] for c in waited] == ["ex2.time_matmul_returns_seconds", "ex2.speedup_consistent"], waited
+    charged = [c for c in checks.values() if "already ran past" in c["message"]]
+    assert len(charged) == len(checks) - 2 and all("`time_matmul`" in c["message"] for c in charged)

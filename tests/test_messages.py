@@ -1,4 +1,9 @@
-"""Every learner-facing text exists in Vietnamese and English, and every id the code uses is in both."""
+"""Every learner-facing text exists in Vietnamese and English, and every id the code uses is declared.
+
+Two kinds of text: a check's own (its module's ``HINT`` and ``MESSAGES``, next to the code that
+fails with them) and the grader's own (grader/messages/{vi,en}.yaml). Both are read here from the
+source, as the grader reads them.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +17,9 @@ from typing import Any, get_args
 import pytest
 import yaml
 
-from grader.course import LANGS, load_course
+from grader.course import CHECKS_DIR, LANGS, load_course
 from grader.errors import GraderFailureKind
+from grader.messages import check_messages, declared_texts, render
 from grader.results import CheckStatus, ExerciseStatus
 from grader.submission import ProblemKind
 from grader.toplevel import STOP_KINDS
@@ -21,8 +27,10 @@ from tests.conftest import ROOT
 
 GRADER = ROOT / "grader"
 CATALOGS = {lang: yaml.safe_load((GRADER / "messages" / f"{lang}.yaml").read_text(encoding="utf-8")) for lang in LANGS}
-SECTIONS = ("messages", "hints", "ui")
+SECTIONS = ("messages", "ui")
 UI_KEY = re.compile(r"^(selfcheck|notebook)\.(?!ipynb$)[a-z_]+$")  # not the file name notebook.ipynb
+CHECK_MODULES = sorted(CHECKS_DIR.rglob("*.py"))
+COURSE_CHECKS = [p for p in CHECK_MODULES if p.name.startswith("test_") and p.parent != CHECKS_DIR]  # not the canary
 
 
 def calls(path: Path) -> Iterator[ast.Call]:
@@ -42,18 +50,23 @@ def literal(call: ast.Call, index: int, keyword: str = "") -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-def fail_ids() -> dict[str, str]:
-    """Message id -> where: every ``fail("<id>", ...)`` in the checks (docstrings do not count)."""
-    found = {}
-    for path in sorted((GRADER / "checks").rglob("*.py")):
-        for call in calls(path):
-            if name_of(call) == "fail" and (message_id := literal(call, 0, "message_id")):
-                found[message_id] = f"{path.relative_to(ROOT)}:{call.lineno}"
+def placeholders(template: str) -> set[str]:
+    return {field for _, field, _, _ in string.Formatter().parse(template) if field}
+
+
+def exercise_imports(path: Path) -> list[Path]:
+    """The modules of the same exercise that a check module imports (its shared messages live there)."""
+    prefix = f"grader.checks.{path.parent.name}."
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix):
+            found.append(path.parent / f"{node.module[len(prefix):]}.py")  # type: ignore[index]
     return found
 
 
 def runtime_ids() -> dict[str, str]:
-    """Message ids the grader itself reports: CheckOutcome(..., "<id>"), {"message": "<id>"}, load_<kind>."""
+    """Message ids the grader itself reports: CheckOutcome(..., "<id>"), {"message": "<id>"}, and the
+    families built from closed sets (load problems, stopped cells, grader failures)."""
     found = {f"load_{kind}": "grader/scoring.py" for kind in get_args(ProblemKind)}
     found |= {f"top_level.{kind}": "grader/scoring.py" for kind in (*STOP_KINDS, "kept")}
     found |= {f"grader_error.{kind}": "grader/scoring.py" for kind in get_args(GraderFailureKind)}
@@ -68,16 +81,18 @@ def runtime_ids() -> dict[str, str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values, strict=True):
-                    if (isinstance(key, ast.Constant) and key.value == "message" and isinstance(value, ast.Constant)
-                            and isinstance(value.value, str) and value.value):
-                        found[value.value] = f"{path.relative_to(ROOT)}:{node.lineno}"
+                    if not (isinstance(key, ast.Constant) and key.value == "message"):
+                        continue
+                    for choice in ((value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)):
+                        if isinstance(choice, ast.Constant) and isinstance(choice.value, str) and choice.value:
+                            found[choice.value] = f"{path.relative_to(ROOT)}:{node.lineno}"
     return found
 
 
 def ui_keys() -> dict[str, str]:
     """ui keys the grader's modules name: in ui() calls, as "selfcheck.*" / "notebook.*" strings, statuses."""
     found = {f"status.{s}": "grader/results.py" for s in {*get_args(CheckStatus), *get_args(ExerciseStatus)}}
-    for path in sorted(GRADER.glob("*.py")):
+    for path in sorted(GRADER.glob("*.py")) + [GRADER / "messages" / "__init__.py"]:
         for call in calls(path):
             if name_of(call) in ("ui", "_ui") and (key := literal(call, 1)):
                 found[key] = f"{path.relative_to(ROOT)}:{call.lineno}"
@@ -87,11 +102,7 @@ def ui_keys() -> dict[str, str]:
     return found
 
 
-def placeholders(template: str) -> set[str]:
-    return {field for _, field, _, _ in string.Formatter().parse(template) if field}
-
-
-def test_languages_have_the_same_keys() -> None:
+def test_the_grader_catalogs_have_the_same_keys() -> None:
     for lang in LANGS:
         assert set(CATALOGS[lang]) == set(SECTIONS), lang
     vi, en = CATALOGS["vi"], CATALOGS["en"]
@@ -101,7 +112,7 @@ def test_languages_have_the_same_keys() -> None:
 
 
 @pytest.mark.parametrize("section", SECTIONS)
-def test_texts_are_filled_and_use_the_same_placeholders(section: str) -> None:
+def test_grader_texts_are_filled_and_use_the_same_placeholders(section: str) -> None:
     vi, en = CATALOGS["vi"][section], CATALOGS["en"][section]
     for key in set(vi) & set(en):
         assert isinstance(vi[key], str) and vi[key].strip(), f"vi.yaml {section}.{key} is empty"
@@ -109,10 +120,40 @@ def test_texts_are_filled_and_use_the_same_placeholders(section: str) -> None:
         assert placeholders(vi[key]) == placeholders(en[key]), f"{section}.{key}: placeholders differ"
 
 
-@pytest.mark.parametrize("lang", LANGS)
-def test_every_check_failure_has_a_message(lang: str) -> None:
-    missing = {i: where for i, where in fail_ids().items() if i not in CATALOGS[lang]["messages"]}
-    assert missing == {}, f"fail() ids missing from {lang}.yaml"
+@pytest.mark.parametrize("path", CHECK_MODULES, ids=lambda p: str(p.relative_to(CHECKS_DIR)))
+def test_a_check_modules_texts_are_in_both_languages(path: Path) -> None:
+    declared = declared_texts(path)
+    texts = [("HINT", declared["HINT"])] if "HINT" in declared else []
+    texts += list(declared.get("MESSAGES", {}).items())
+    for key, text in texts:
+        assert set(text) == set(LANGS), f"{path.name} {key}: languages {sorted(text)}"
+        assert all(isinstance(text[lang], str) and text[lang].strip() for lang in LANGS), f"{path.name} {key}"
+        assert placeholders(text["vi"]) == placeholders(text["en"]), f"{path.name} {key}: placeholders differ"
+    if path in COURSE_CHECKS:
+        assert "HINT" in declared, f"{path.name} declares no HINT"
+
+
+@pytest.mark.parametrize("path", COURSE_CHECKS, ids=lambda p: str(p.relative_to(CHECKS_DIR)))
+def test_a_check_fails_only_with_messages_it_or_its_helpers_declare(path: Path) -> None:
+    """So a learner's bundle, which ships a public check with exactly what it imports, has its texts."""
+    available = set(CATALOGS["en"]["messages"])
+    for module in (path, *exercise_imports(path)):
+        available |= set(declared_texts(module).get("MESSAGES", {}))
+    for module in (path, *exercise_imports(path)):
+        for call in calls(module):
+            if name_of(call) == "fail":
+                message_id = literal(call, 0, "message_id")
+                assert message_id is not None, f"{module.name}:{call.lineno}: fail() with a computed id"
+                assert message_id in available, f"{module.name}:{call.lineno}: {message_id} is not declared"
+
+
+def test_message_ids_are_declared_once() -> None:
+    seen: dict[str, Path] = {}
+    for path in CHECK_MODULES:
+        for message_id in declared_texts(path).get("MESSAGES", {}):
+            assert message_id not in seen, f"{message_id} in {seen.get(message_id)} and {path}"
+            assert message_id not in CATALOGS["en"]["messages"], f"{message_id} is also a grader message"
+            seen[message_id] = path
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -129,9 +170,13 @@ def test_every_ui_text_exists(lang: str) -> None:
     assert missing == {}, f"ui keys missing from {lang}.yaml"
 
 
+def test_every_check_of_the_course_has_its_module_and_hint() -> None:
+    for check in load_course().checks:
+        assert "HINT" in declared_texts(check.test_file), check.id
+
+
 @pytest.mark.parametrize("lang", LANGS)
-def test_every_check_has_a_hint(lang: str) -> None:
-    checks = {c.id for c in load_course().checks}
-    hints = set(CATALOGS[lang]["hints"])
-    assert sorted(checks - hints) == [], f"checks without a hint in {lang}.yaml"
-    assert sorted(hints - checks) == [], f"hints in {lang}.yaml for checks course.yaml does not declare"
+def test_a_failure_on_one_device_says_which(lang: str) -> None:
+    text = render(lang, "ex3.to_not_assigned", {"device": "mps (stand-in)"})
+    assert text.startswith(("On mps (stand-in): ", "Trên mps (stand-in): ")), text
+    assert check_messages()["ex3.to_not_assigned"][lang].split("{")[0] in text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import yaml
 from grader.course import load_course
 from grader.report import as_dict
 from grader.selfcheck import grade_public, write_session_notebook
-from tests.conftest import course_with, run_cli
+from tests.conftest import Graded, course_with, run_cli
 from tests.notebooks.catalog import CASES, NotebookCase
 
 PUBLIC = {c.id for c in load_course().checks if c.visibility == "public"}
@@ -44,8 +45,9 @@ def statuses(report: dict[str, Any], ids: set[str] | None = None) -> dict[str, s
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.file)
-def test_a_real_notebook_grades_like_run_all(case: NotebookCase, tmp_path: Path) -> None:
-    report = graded(case.path, tmp_path / "report.yaml", "--lang", "en")
+def test_a_real_notebook_grades_like_run_all(case: NotebookCase, graded_class: Callable[[str], Graded]) -> None:
+    report = graded_class(f"notebook__{case.path.stem}__{case.path.suffix[1:]}").report
+    assert report is not None
     # Every cell the grading machine could not run is in the top-level section, once, in order,
     # with the learner's own cell number, a one-line error and a message; none costs a point.
     assert [(label(s["where"]), s["kind"]) for s in report["top_level"]] == list(case.stopped)

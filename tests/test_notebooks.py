@@ -90,4 +90,4 @@ def test_generated_notebook_runs_and_self_checks(tmp_path: Path, monkeypatch: py
     executed = run_notebook(cells, tmp_path, monkeypatch)
     text = outputs(executed.cells[-1], "text/plain")
     assert "✓ ex3.roundtrip_values" in text and "✓ ex3.to_numpy_cpu" in text
-    assert "Điểm: 7 / 7" in text  # Vietnamese: the course's default language
+    assert "Điểm: 13 / 13" in text  # Vietnamese: the course's default language

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from grader.course import load_course
+from grader.messages import declared_texts
 from tests.conftest import MODULES, ROOT, SOLUTIONS, run_cli, solution_text
 
 COURSE = load_course()
@@ -46,7 +47,8 @@ def test_bundle_layout(bundle: Path) -> None:
     for module in MODULES.values():
         assert f"exercises/{module}.py" in names
         assert f"notebooks/{module}.ipynb" in names
-        assert f"grader/checks/{module}/test_public.py" in names
+    for check in PUBLIC:  # each public check's own module, its texts inside
+        assert f"grader/checks/{check.module}/test_{check.name}.py" in names
     assert {"README.md", "pyproject.toml", "grader/course.yaml", "grader/messages/vi.yaml"} <= names
     assert (bundle / "README.md").read_text(encoding="utf-8") == (ROOT / "docs/learners.md").read_text(encoding="utf-8")
     for module in MODULES.values():
@@ -58,17 +60,25 @@ def test_bundle_layout(bundle: Path) -> None:
 
 def test_bundle_has_no_hidden_checks(bundle: Path) -> None:
     texts = bundle_texts(bundle)
-    assert not [name for name in texts if name.endswith("test_hidden.py") or name.startswith("solutions")]
+    assert not [name for name in texts if name.startswith("solutions")]
+    for check in HIDDEN:  # no hidden check's module: neither its code nor its texts
+        assert f"grader/checks/{check.module}/test_{check.name}.py" not in texts
     needles = {c.id for c in HIDDEN} | {f"test_{c.name}" for c in HIDDEN}
     leaks = [(name, needle) for name, text in texts.items() for needle in needles if needle in text]
     assert leaks == []
-    # Hints of public checks stay; the catalogs still agree with each other.
-    vi, en = (yaml.safe_load(texts[f"grader/messages/{lang}.yaml"]) for lang in ("vi", "en"))
-    assert set(vi["hints"]) == set(en["hints"]) == {c.id for c in PUBLIC}
-    assert set(vi["messages"]) == set(en["messages"])
+    # No text a hidden check alone fails with: every message in the bundle's check modules is used
+    # by a module the bundle ships.
+    for check in HIDDEN:
+        own = set(declared_texts(check.test_file).get("MESSAGES", {}))
+        leaked = [(name, m) for name, text in texts.items() for m in own if m in text]
+        assert leaked == [], check.id
+    # Every message a shipped check can fail with is shipped with it.
+    shipped = {m for name in texts if name.startswith("grader/checks/") and name.endswith(".py")
+               for m in declared_texts(bundle / name).get("MESSAGES", {})}
+    grader_ids = set(yaml.safe_load(texts["grader/messages/en.yaml"])["messages"])
     public_fail_ids = {m for name, text in texts.items() if name.startswith("grader/checks/") and name.endswith(".py")
                        for m in fail_ids(text)}
-    assert public_fail_ids and public_fail_ids <= set(en["messages"])
+    assert public_fail_ids and public_fail_ids <= shipped | grader_ids
 
 
 def fail_ids(source: str) -> set[str]:
@@ -125,7 +135,7 @@ def test_self_check_from_the_bundle(bundle: Path, tmp_path: Path) -> None:
     proc = run_bundle(learner, "check", "ex1", "--lang", "en", cwd=learner)
     assert proc.returncode == 0, proc.stderr
     assert "✓ ex1.pick_device_returns_device" in proc.stdout and "✓ ex1.describe_device_keys" in proc.stdout
-    assert "Score: 6 / 6" in proc.stdout
+    assert "Score: 8 / 8" in proc.stdout
     assert "Traceback" not in proc.stderr
 
 
@@ -138,7 +148,8 @@ def test_pip_installed_bundle_finds_its_course(bundle: Path, tmp_path: Path) -> 
            "--disable-pip-version-check", "--target", str(site), str(source)]
     proc = subprocess.run(pip, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
-    for name in ("course.yaml", "checks/pytest.ini", "messages/en.yaml", "checks/ex1_device/test_public.py"):
+    for name in ("course.yaml", "checks/pytest.ini", "messages/en.yaml",
+                 "checks/ex1_device/test_pick_device_returns_device.py"):
         assert (site / "grader" / name).is_file(), name
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

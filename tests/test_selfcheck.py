@@ -76,16 +76,18 @@ def test_correct_notebook_passes_every_public_check(tmp_path: Path, monkeypatch:
     assert set(result["exercises"]) == {"ex1", "ex3"}  # the exercises this notebook defines
     assert statuses(result) == {
         "ex1.pick_device_returns_device": "passed", "ex1.describe_device_keys": "passed",
+        "ex1.pick_device_falls_back_to_cpu": "passed",
         "ex3.roundtrip_values": "passed", "ex3.to_numpy_cpu": "passed",
+        "ex3.roundtrip_computes_on_device": "passed", "ex3.roundtrip_input_unchanged": "passed",
     }
-    assert result["score"] == result["max_score"] == 13.0
+    assert result["score"] == result["max_score"] == 21.0
     # `r = grader.check()` is replayed in the sandbox too; there it must do nothing.
     assert "Tự kiểm tra" not in result["output"] and "Self-check" not in result["output"]
     assert all(c["visibility"] == "public" for ex in result["exercises"].values() for c in ex["checks"])
     html, text = outputs(check_cell, "text/html"), outputs(check_cell, "text/plain")
     assert "<table>" in html and "ex3.roundtrip_values" in html
     assert "Tự kiểm tra" in text and "✓ ex1.describe_device_keys" in text and "đạt" in text  # vi by default
-    assert "<grader.check: 13 / 13>" in text  # Out[..] is one line, the table is already shown
+    assert "<grader.check: 21 / 21>" in text  # Out[..] is one line, the table is already shown
 
 
 @kernel_warnings
@@ -142,8 +144,9 @@ def test_cli_check_one_exercise_in_exercises_folder(tmp_path: Path) -> None:
     out = proc.stdout
     assert "✗ ex3.roundtrip_values" in out and "✓ ex3.to_numpy_cpu" in out
     assert "compute x * 2 + 1" in out and "Hint:" in out
-    assert "ex1." not in out and "roundtrip_computes_on_device" not in out  # one exercise, public checks only
-    assert "Score: 3 / 7" in out
+    assert "ex1." not in out and "roundtrip_returns_cpu" not in out  # one exercise, public checks only
+    assert "✓ ex3.roundtrip_computes_on_device" in out  # the lesson's headline mistake is public
+    assert "Score: 9 / 13" in out
     assert "Traceback" not in proc.stderr
 
 
@@ -153,7 +156,7 @@ def test_cli_check_all_stubs_vietnamese(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "✓ ex1.pick_device_returns_device" in proc.stdout
     assert "· ex5.fp32_losses" in proc.stdout and "chưa làm" in proc.stdout
-    assert "Điểm: 6 / 27" in proc.stdout
+    assert "Điểm: 8 / 43" in proc.stdout
 
 
 @pytest.mark.parametrize(("args", "error"), [

@@ -1,8 +1,8 @@
-"""Fixtures every check can ask for: the learner's modules, the device, clean torch state.
+"""Fixtures every check can ask for: the learner's modules, the devices, clean torch state.
 
-To add a check: write ``def test_<name>(ex3, accel)`` in ``<exercise>/test_public.py`` or
-``test_hidden.py``, end it with ``fail("<message id>", ...)`` on each mistake, declare it in
-course.yaml, and give its message and hint in grader/messages/{vi,en}.yaml.
+A check is one module, ``<exercise>/test_<name>.py``: its ``HINT``, its ``MESSAGES`` and
+``def test_<name>(ex3, devices)``, which fails with ``fail("<message id>", ...)``; course.yaml
+gives its points and whether learners see it (README, "How to add a check").
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import torch
 
-from grader.checks.support.devices import Accelerator, open_accelerator
-from grader.checks.support.learner import LearnerModule
+from grader.checks.support.devices import Device, open_accelerator, open_device
+from grader.checks.support.learner import LearnerModule, clear_learner_caches
 from grader.submission import SourceFile
 
 PLUGIN_NAME = "grader-channel"  # registered under this name by grader/child.py
@@ -49,7 +49,9 @@ def clean_torch_state() -> Iterator[None]:
     torch.manual_seed(0)
     if hasattr(torch, "set_default_device"):
         torch.set_default_device(None)
+    clear_learner_caches()
     yield
+    clear_learner_caches()  # what a simulated machine made the learner's code cache goes with it
 
 
 def _exercise_fixture(exercise: str) -> Any:
@@ -64,25 +66,46 @@ def _exercise_fixture(exercise: str) -> Any:
 ex1, ex2, ex3, ex4, ex5 = (_exercise_fixture(f"ex{n}") for n in range(1, 6))
 
 
-@pytest.fixture
-def accel(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Callable[..., Accelerator]:
-    """``with accel(virtual_clock=True) as acc:`` — the accelerator this check grades on.
+def _graded_on(request: pytest.FixtureRequest, device: Device) -> Device:
+    """The report says where this check ran (mode and label), for each device it entered."""
+    device.on_enter = lambda: request.node.user_properties.append(("device", (device.mode, device.label)))
+    return device
 
-    ``real_ok=lambda mode: ...`` names the real devices this check can grade fairly on; on
-    any other it gets the stand-in.
+
+@pytest.fixture
+def devices(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Callable[..., list[Device]]:
+    """``for dev in devices("cpu", "cuda", "mps"):`` — each device this check grades on, in order.
+
+    An accelerator kind is the machine's real device when it has one (and ``real_ok(mode)``
+    says the check can judge fairly there), else its stand-in on the CPU. ``virtual_clock`` and
+    ``budget_bytes`` are for timing and out-of-memory checks (grader/checks/support/devices.py).
     """
     forced = _plan(pytestconfig).get("device")
 
+    def make(*kinds: str, virtual_clock: bool = False, budget_bytes: int | None = None,
+             real_ok: Callable[[str], bool] = lambda mode: True, typed_oom: bool = False) -> list[Device]:
+        return [_graded_on(request, open_device(kind, forced, virtual_clock=virtual_clock, budget_bytes=budget_bytes,
+                                                real_ok=real_ok, typed_oom=typed_oom))
+                for kind in kinds]
+
+    return make
+
+
+@pytest.fixture
+def accel(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Callable[..., Device]:
+    """``with accel(virtual_clock=True) as acc:`` — the machine's accelerator (CUDA's stand-in when
+    it has none), for a check about one accelerator."""
+    forced = _plan(pytestconfig).get("device")
+
     def make(*, virtual_clock: bool = False, budget_bytes: int | None = None,
-             real_ok: Callable[[str], bool] = lambda mode: True) -> Accelerator:
-        acc = open_accelerator(forced, virtual_clock=virtual_clock, budget_bytes=budget_bytes, real_ok=real_ok)
-        request.node.user_properties.append(("mode", acc.mode))
-        return acc
+             real_ok: Callable[[str], bool] = lambda mode: True) -> Device:
+        return _graded_on(request, open_accelerator(forced, virtual_clock=virtual_clock, budget_bytes=budget_bytes,
+                                                    real_ok=real_ok))
 
     return make
 
 
 @pytest.fixture
 def cpu(request: pytest.FixtureRequest) -> torch.device:
-    request.node.user_properties.append(("mode", "cpu"))
+    request.node.user_properties.append(("device", ("cpu", "cpu")))
     return torch.device("cpu")

@@ -15,8 +15,11 @@ MODULES = {"ex1": "ex1_device", "ex2": "ex2_timing", "ex3": "ex3_roundtrip", "ex
 EXERCISE_OF = {module: ex for ex, module in MODULES.items()}
 # bound_names imports every library function by name (`from time import perf_counter`,
 # `from torch.cuda import synchronize`): the grader's patches must reach those names too.
+# idioms/correct/: styles of real projects (timm, fastai, transformers, accelerate, Lightning,
+# skorch, PyTorch's tutorials), each file's header naming the project file it follows.
 CORRECT_STYLES = {"solutions": ROOT / "solutions", "lesson_style": HERE / "lesson_style",
-                  "modern_style": HERE / "modern_style", "bound_names": HERE / "bound_names"}
+                  "modern_style": HERE / "modern_style", "bound_names": HERE / "bound_names",
+                  **{f"idioms/{p.name}": p for p in sorted((HERE / "idioms" / "correct").iterdir()) if p.is_dir()}}
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,8 @@ class Mistake:
 
     @property
     def name(self) -> str:
-        return f"{self.module}/{self.path.stem}"
+        kind = "idioms/" if "idioms" in self.path.parts else ""
+        return f"{kind}{self.module}/{self.path.stem}"
 
 
 def read_mistake(path: Path) -> Mistake:
@@ -44,4 +48,6 @@ def read_mistake(path: Path) -> Mistake:
 
 
 def mistakes() -> list[Mistake]:
-    return [read_mistake(p) for p in sorted((HERE / "mistakes").glob("*/*.py"))]
+    """The one-mistake files: ours (mistakes/) and those from real projects' bug reports (idioms/mistakes/)."""
+    paths = sorted((HERE / "mistakes").glob("*/*.py")) + sorted((HERE / "idioms" / "mistakes").glob("*/*.py"))
+    return [read_mistake(p) for p in paths]

@@ -1,33 +1,37 @@
-"""The memory budget that makes fill_until_oom end quickly, on the stand-in or a real GPU."""
+"""fill_until_oom under a memory budget that makes it end in seconds: on CUDA (its stand-in, or a
+real GPU under a memory cap) and on MPS's stand-in. A real Apple GPU reports running out of memory
+as a plain RuntimeError ("MPS backend out of memory"), which the contract's `except
+torch.OutOfMemoryError` cannot catch, so it could not grade this fairly: there too the checks take
+the stand-in, whose OOM is typed for them, so that what comes *after* the OOM — emptying the right
+device's cache (torch.mps.empty_cache() on a Mac) — is graded on every kind."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.support.devices import Accelerator
+from grader.checks.support.devices import Device
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import LearnerRaised, fail
 
 CHUNK_MB = 4
 CHUNKS_THAT_FIT = 8
 MiB = 1024 * 1024
-
-
 # 8.5 chunks: the 9th allocation fails on the stand-in. Under a real GPU's memory cap the
 # caching allocator reserves whole segments, so there the count is measured (fill_capacity).
 FILL_BUDGET = int((CHUNKS_THAT_FIT + 0.5) * CHUNK_MB * MiB)
+MESSAGES = {
+    "ex4.oom_not_caught": {
+        "vi": "Lỗi hết bộ nhớ thoát ra khỏi fill_until_oom(): bắt torch.OutOfMemoryError (torch.cuda.OutOfMemoryError) "
+              "quanh vòng lặp cấp phát. ({error})",
+        "en": "The out-of-memory error escaped fill_until_oom(): catch torch.OutOfMemoryError "
+              "(torch.cuda.OutOfMemoryError) around the allocation loop. ({error})",
+    },
+}
 
 
-def _typed_oom(mode: str) -> bool:
-    # MPS reports running out of memory as a plain RuntimeError, not torch.OutOfMemoryError:
-    # the lesson's `except torch.cuda.OutOfMemoryError` would not catch it, so on a Mac these
-    # checks grade on the stand-in.
-    return mode != "mps"
-
-
-def fill_accelerator(accel: Callable[..., Accelerator]) -> Accelerator:
-    """The device fill_until_oom is graded on, under FILL_BUDGET."""
-    return accel(budget_bytes=FILL_BUDGET, real_ok=_typed_oom)
+def fill_devices(devices: Callable[..., list[Device]]) -> list[Device]:
+    """The devices fill_until_oom is graded on, each under FILL_BUDGET."""
+    return devices("cuda", "mps", budget_bytes=FILL_BUDGET, typed_oom=True, real_ok=lambda mode: mode != "mps")
 
 
 def is_oom(raised: LearnerRaised) -> bool:
@@ -35,13 +39,13 @@ def is_oom(raised: LearnerRaised) -> bool:
     return "OutOfMemoryError" in raised.exc_text or "out of memory" in raised.exc_text
 
 
-def run_fill(ex4: LearnerModule, acc: Accelerator) -> tuple[object, int]:
-    """Call fill_until_oom; return its result and the live bytes once it returned."""
-    baseline = acc.live_bytes()
+def run_fill(ex4: LearnerModule, dev: Device) -> tuple[object, int]:
+    """Call fill_until_oom (inside ``with dev:``); return its result and the live bytes once it returned."""
+    baseline = dev.live_bytes()
     try:
-        count = ex4.fill_until_oom(acc.device, chunk_mb=CHUNK_MB)
+        count = ex4.fill_until_oom(dev.device, chunk_mb=CHUNK_MB)
     except LearnerRaised as raised:
         if is_oom(raised):
-            fail("ex4.oom_not_caught", error=raised.exc_text[:160])
+            fail("ex4.oom_not_caught", device=dev.label, error=raised.exc_text[:160])
         raise
-    return count, acc.live_bytes() - baseline
+    return count, dev.live_bytes() - baseline

@@ -1,4 +1,10 @@
-"""The training step ex4's back-off checks use, and the grader's own reference for it."""
+"""The training step ex4's back-off checks use, the grader's own reference for it, and the
+messages its checks share.
+
+The batch (602) halves to 301, then 150 (or 151, halving up): at micro-batch 150 it splits into
+four of 150 and one of 2, so a back-off that divides each loss by the number of micro-batches
+instead of weighting it by its size no longer matches the full batch.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,42 @@ import copy
 import torch
 from torch import nn
 
+from grader.checks.ex4_oom.budget import is_oom
+from grader.checks.support.devices import Device
+from grader.checks.support.learner import LearnerModule
 from grader.checks.support.meter import MemoryMeter
+from grader.checks.support.outcomes import LearnerRaised, fail
+from grader.checks.support.trusted import allclose, is_number
 
-BATCH = 512
+BATCH = 602
+MESSAGES = {
+    "ex4.no_backoff": {
+        "vi": "train_step_with_backoff() để lỗi hết bộ nhớ thoát ra: bắt nó, chia đôi micro-batch và thử lại với "
+              "gradient accumulation. ({error})",
+        "en": "train_step_with_backoff() let the out-of-memory error escape: catch it, halve the micro-batch and "
+              "retry with gradient accumulation. ({error})",
+    },
+    "ex4.backoff_not_pair": {
+        "vi": "train_step_with_backoff() phải trả về (loss trung bình dạng float, kích thước micro-batch), nhận được "
+              "{got}.",
+        "en": "train_step_with_backoff() must return (mean loss as float, micro-batch size), got {got}.",
+    },
+    "ex4.wrong_loss": {
+        "vi": "Loss trả về {got} không phải loss trung bình trên cả batch ({expected}): cộng phần đóng góp của từng "
+              "micro-batch, mỗi phần theo tỉ lệ kích thước của nó.",
+        "en": "The returned loss {got} is not the mean loss over the whole batch ({expected}): add up each "
+              "micro-batch's share, in proportion to its size.",
+    },
+    "ex4.grads_not_full_batch": {
+        "vi": "Sau bước train, trọng số khác với bước train trên cả batch: nhân loss mỗi micro-batch với "
+              "len(micro_batch) / len(batch) — chia cho số micro-batch chỉ đúng khi batch chia đều — để gradient cộng "
+              "dồn bằng gradient cả batch, và xóa gradient của lần thử hỏng.",
+        "en": "After the step the weights differ from a full-batch step: scale each micro-batch loss by "
+              "len(micro_batch) / len(batch) — dividing by the number of micro-batches is right only when the "
+              "batch splits evenly — so the accumulated gradients equal the full batch's, and zero the gradients "
+              "of the failed try.",
+    },
+}
 
 
 def make_problem(device: torch.device) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -42,26 +81,67 @@ def reference_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
     return total, micro
 
 
-def peak_bytes(micro: int, device: torch.device) -> int:
-    model, inputs, targets = make_problem(device)
+def halvings(batch: int) -> set[int]:
+    """Every size that halving reaches from ``batch``, rounding down or up: 602, 301, 150 or 151, ..."""
+    found: set[int] = set()
+    for rounding in (lambda m: m // 2, lambda m: (m + 1) // 2):
+        size = batch
+        while size > 1:
+            found.add(size)
+            size = rounding(size)
+        found.add(1)
+    return found
+
+
+def peak_bytes(micro: int) -> int:
+    model, inputs, targets = make_problem(torch.device("cpu"))
     meter = MemoryMeter()
     with meter:
         reference_step(model, inputs, targets, micro)
     return meter.peak
 
 
-def budget_forcing_backoff(device: torch.device) -> int:
+def budget_forcing_backoff() -> int:
     """Between the reference's peaks at B/4 and B/2: the full batch cannot fit, a quarter can.
 
-    Measured here (CPU, torch 2.13): peak(512) 12.4 MiB, peak(256) 6.6 MiB, peak(128) 3.6 MiB,
-    peak(64) 2.1 MiB; the budget (5.1 MiB) sits mid-way between B/4 and B/2, so an honest
-    back-off halves twice and the reference solution ends at micro-batch 128.
+    Measured here (CPU, torch 2.13) with the earlier batch of 512: peak(512) 12.4 MiB, peak(256)
+    6.6 MiB, peak(128) 3.6 MiB, peak(64) 2.1 MiB; the budget sits mid-way between B/4 and B/2, so
+    an honest back-off halves twice. The live tensors are the same on every device (the meter counts
+    storages, not a caching allocator's segments).
     """
-    return (peak_bytes(BATCH // 2, device) + peak_bytes(BATCH // 4, device)) // 2
+    return (peak_bytes(BATCH // 2) + peak_bytes((BATCH + 3) // 4)) // 2  # between 301 and 151
 
 
-def trained_copy(device: torch.device) -> tuple[nn.Module, float]:
-    model, inputs, targets = make_problem(device)
+def step(ex4: LearnerModule, dev: Device, budget: int | None) -> tuple[object, object, nn.Module]:
+    """train_step_with_backoff on ``dev`` (inside ``with dev:``) under ``budget`` bytes of live tensors."""
+    model, inputs, targets = make_problem(dev.device)
+    meter = MemoryMeter(budget, f"{dev.label} (grader's budget)")
+    try:
+        with meter:
+            result = ex4.train_step_with_backoff(model, inputs, targets, torch.nn.functional.cross_entropy,
+                                                 optimizer_for(model))
+    except LearnerRaised as raised:
+        if is_oom(raised):
+            fail("ex4.no_backoff", error=raised.exc_text[:160])
+        raise
+    if not isinstance(result, tuple) or len(result) != 2:
+        fail("ex4.backoff_not_pair", got=repr(result)[:60])
+    return result[0], result[1], model
+
+
+def same_as_full_batch(dev: Device, model: nn.Module, loss: object) -> None:
+    reference, expected_loss = trained_copy()
+    if not is_number(loss) or abs(float(loss) - expected_loss) > 1e-4 * max(1.0, abs(expected_loss)):
+        fail("ex4.wrong_loss", device=dev.label, got=loss, expected=f"{expected_loss:.6f}")
+    for mine, ref in zip(model.parameters(), reference.parameters(), strict=True):
+        if not allclose(mine.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-6):
+            fail("ex4.grads_not_full_batch", device=dev.label)
+
+
+def trained_copy() -> tuple[nn.Module, float]:
+    model, inputs, targets = make_problem(torch.device("cpu"))
     reference = copy.deepcopy(model)
     loss, _ = reference_step(reference, inputs, targets, BATCH)
     return reference, loss
+
+

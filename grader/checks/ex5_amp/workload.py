@@ -1,4 +1,5 @@
-"""Models and data for ex5, the grader's reference loop, and how a run is observed."""
+"""Models and data for ex5, the grader's reference loop, how a run is observed, and the messages
+several of its checks share."""
 
 from __future__ import annotations
 
@@ -17,6 +18,38 @@ from grader.checks.support.outcomes import LearnerRaised, fail
 from grader.checks.support.trusted import is_number
 
 PLACEMENT_ERROR = "Expected all tensors to be on the same device"
+MESSAGES = {
+    "ex5.data_not_moved": {
+        "vi": "Một tensor và model ở hai device khác nhau ({where}): chuyển cả inputs và targets — inputs = "
+              "inputs.to(device), targets = targets.to(device).",
+        "en": "A tensor and the model are on different devices ({where}): move inputs and targets too — inputs = "
+              "inputs.to(device), targets = targets.to(device).",
+    },
+    "ex5.model_not_moved": {
+        "vi": "Model vẫn ở {got}: gọi model.to(device) (với module là in-place).",
+        "en": "The model stayed on {got}: call model.to(device) (in-place for modules).",
+    },
+    "ex5.not_list": {
+        "vi": "train_steps() phải trả về list có một loss cho mỗi bước ({steps}), nhận được {got}.",
+        "en": "train_steps() must return a list with one loss per step ({steps}), got {got}.",
+    },
+    "ex5.loss_tensor": {
+        "vi": "train_steps() trả về tensor: hãy append loss.item() (float của Python). Giữ tensor là giữ cả "
+              "computation graph trong bộ nhớ.",
+        "en": "train_steps() returned tensors: append loss.item() (a Python float). Keeping the tensor keeps its "
+              "whole graph alive in memory.",
+    },
+    "ex5.not_floats": {
+        "vi": "train_steps() phải trả về float của Python, nhận được {got}.",
+        "en": "train_steps() must return Python floats, got {got}.",
+    },
+    "ex5.no_autocast": {
+        "vi": "Không matmul nào chạy ở {dtype}: bọc forward và loss trong torch.autocast(device_type=device.type, "
+              "dtype=amp_dtype) — với mọi device, không chỉ cuda.",
+        "en": "No matmul ran in {dtype}: wrap the forward pass and the loss in torch.autocast("
+              "device_type=device.type, dtype=amp_dtype) — on every device, not only cuda.",
+    },
+}
 
 
 def make_problem(batch: int, features: int, hidden: int, classes: int = 10,
@@ -43,9 +76,13 @@ def reference_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
 
 @dataclass
 class ScalerCalls:
+    """What the learner's GradScaler did: calls of an enabled scaler, and of a disabled one (a
+    GradScaler("cuda") on another device turns itself off and scales nothing)."""
+
     scale: int = 0
     step: int = 0
     update: int = 0
+    disabled: int = 0
     deprecated: list[str] = field(default_factory=list)
 
 
@@ -58,18 +95,22 @@ def watch_amp(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScalerCalls]:
         original = getattr(scaler, name)
 
         def counted(self, *args, _name=name, _original=original, **kwargs):  # type: ignore[no-untyped-def]
-            setattr(calls, _name, getattr(calls, _name) + 1)
+            if self.is_enabled():
+                setattr(calls, _name, getattr(calls, _name) + 1)
+            else:
+                calls.disabled += 1
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(scaler, name, counted)
-    for cls_name in ("autocast", "GradScaler"):
-        cls = getattr(torch.cuda.amp, cls_name, None)
+    for where, cls_name in (("cuda", "autocast"), ("cuda", "GradScaler"), ("cpu", "autocast"), ("cpu", "GradScaler")):
+        cls = getattr(getattr(getattr(torch, where), "amp", None), cls_name, None)
         if cls is None:
             continue
         original_init = cls.__init__
 
-        def init(self, *args, _name=cls_name, _original=original_init, **kwargs):  # type: ignore[no-untyped-def]
-            calls.deprecated.append(f"torch.cuda.amp.{_name}")
+        def init(self, *args, _name=f"torch.{where}.amp.{cls_name}", _original=original_init,  # type: ignore[no-untyped-def]
+                 **kwargs):
+            calls.deprecated.append(_name)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 _original(self, *args, **kwargs)
@@ -102,3 +143,8 @@ def train(ex5: LearnerModule, model: nn.Module, inputs: torch.Tensor, targets: t
     if not all(is_number(v) for v in losses):
         fail("ex5.not_floats", got=repr(losses[:2])[:60])
     return [float(v) for v in losses]
+
+
+def reduced_matmuls(dev: object, dtype: torch.dtype) -> int:
+    """How many matmuls ran in ``dtype`` (bfloat16, float16) on ``dev``."""
+    return sum(1 for e in dev.events if e.kind == "matmul" and e.dtype == str(dtype))  # type: ignore[attr-defined]

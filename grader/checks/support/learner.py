@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from grader.checks.support.outcomes import LearnerRaised, NotAttempted
+from grader.checks.support.outcomes import AlreadyTimedOut, LearnerRaised, NotAttempted
 from grader.submission import SourceFile
 from grader.toplevel import TopLevel
 
@@ -50,6 +50,20 @@ def learner_namespaces() -> list[dict[str, Any]]:
     return namespaces
 
 
+def clear_learner_caches() -> None:
+    """functools caches in the learner's modules forget what they cached (an lru_cache'd
+    ``is_torch_cuda_available()``, as transformers and Lightning write them): each check, and each
+    machine ex1 simulates, is asked afresh."""
+    for namespace in learner_namespaces():
+        for value in list(namespace.values()):
+            members = list(vars(value).values()) if isinstance(value, type) else []
+            for obj in (value, *members):
+                func = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
+                clear = getattr(func, "cache_clear", None)
+                if callable(clear) and hasattr(func, "cache_info"):
+                    clear()
+
+
 class LearnerModule:
     def __init__(self, source: SourceFile, toplevel: TopLevel) -> None:
         self._source = source
@@ -80,14 +94,22 @@ class LearnerModule:
 
     def _guard(self, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
         source = self._source
-        filename = self._toplevel.filename(source)
+        toplevel = self._toplevel
+        filename = toplevel.filename(source)
+        key = f"{source.module}.{name}"
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            # A function that ran past one check's limit costs the next checks no more waiting.
+            if key in toplevel.timed_out:
+                raise AlreadyTimedOut(name)
+            toplevel.listener("calling", {"function": key})
             try:
                 return func(*args, **kwargs)
             except NotImplementedError:
                 raise NotAttempted(name) from None
-            except _PASS_THROUGH:
+            except _PASS_THROUGH as exc:
+                if str(exc).startswith("Timeout"):  # pytest-timeout stopped it
+                    toplevel.timed_out.add(key)
                 raise
             except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt too: learner code must not end grading
                 raise LearnerRaised(exc, learner_location(exc, source, filename), name) from None

@@ -8,6 +8,8 @@ caching allocator does when the learner's live tensors would exceed it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -19,10 +21,14 @@ MiB = 1024 * 1024
 class MemoryMeter(TorchDispatchMode):
     """Counts live storages created while active; optionally enforces a budget in bytes."""
 
-    def __init__(self, budget_bytes: int | None = None, device_label: str = "cuda:0") -> None:
+    def __init__(self, budget_bytes: int | None = None, device_label: str = "cuda:0",
+                 error: Callable[[int, int, int], BaseException] | None = None) -> None:
         super().__init__()
         self.budget = budget_bytes
         self.device_label = device_label
+        # What running out of the budget raises (asked, live, budget bytes): by default CUDA's
+        # torch.OutOfMemoryError; the MPS stand-in raises MPS's plain RuntimeError.
+        self.error = error or self._cuda_oom
         self.peak = 0
         self.ooms = 0
         self._live: dict[int, tuple[StorageWeakRef, int]] = {}
@@ -58,13 +64,12 @@ class MemoryMeter(TorchDispatchMode):
                     self._live.pop(leaf.untyped_storage()._cdata, None)
                 del out, fresh, leaf
                 self.ooms += 1
-                raise torch.OutOfMemoryError(self._oom_text(new, live - new))
+                raise self.error(new, live - new, self.budget)
             self.peak = max(self.peak, live)
         return out
 
-    def _oom_text(self, asked: int, live: int) -> str:
-        budget = self.budget or 0
-        return (
+    def _cuda_oom(self, asked: int, live: int, budget: int) -> BaseException:
+        return torch.OutOfMemoryError(
             f"CUDA out of memory. Tried to allocate {asked / MiB:.2f} MiB "
             f"(grader's memory budget {budget / MiB:.2f} MiB on {self.device_label}; "
             f"{live / MiB:.2f} MiB already allocated; {max(budget - live, 0) / MiB:.2f} MiB free)"

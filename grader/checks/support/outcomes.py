@@ -1,7 +1,9 @@
 """How a check ends other than by passing. The child's plugin turns these into results.
 
-Checks call ``fail("ex3.not_assigned", got=...)``: the message id is looked up in
-grader/messages/<lang>.yaml by the parent, so checks never hold learner-facing text.
+Checks call ``fail("ex3.to_not_assigned", got=...)``: the message id names a text that the
+check module declares in its ``MESSAGES`` (vi and en, next to the code that fails with it), and
+the parent renders it in the report's language, so the child never needs learner-facing text.
+``device=`` (set for a check's failure inside ``with dev:``) makes the message say where.
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ class LearnerRaised(Exception):
         self.exc_text = f"{type(exc).__name__}: {str(exc).strip()[:400]}"
         self.where = where
         self.during = during
+        self.params: dict[str, str] = {}  # "device": where it happened, when a check ran it on several
+
+
+class AlreadyTimedOut(Exception):
+    """The learner's function ran past a check's time limit before: later checks are charged at once."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
 def fail(message_id: str, **params: Any) -> NoReturn:

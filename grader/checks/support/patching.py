@@ -1,18 +1,28 @@
-"""Swap a library function for the grader's own — in the library and wherever the learner holds it.
+"""Swap a library function for the grader's own — wherever the learner's code holds it.
 
-``from time import perf_counter`` or ``from torch.cuda import synchronize`` binds the original
-function into the learner's module when it is imported, before any check runs. Setting the
-attribute on ``time`` or ``torch.cuda`` alone would leave those names on the real function: a
-correct submission written that way would be timed on the wrong clock, or call the real
-``torch.cuda.synchronize`` on a CPU-only machine and crash. So every patch is also applied to
-the module-level names of the learner's modules (their files, and any helper module of a
-folder submission) that hold the very object being replaced, and undone with it.
+A correct submission may hold a library function in many ways before any check runs:
+``from time import perf_counter``, ``from torch.cuda import synchronize``, a dispatch table
+``SYNC = {"cuda": torch.cuda.synchronize, "mps": torch.mps.synchronize}`` (transformers'
+testing_utils), ``functools.partial(torch.cuda.synchronize)``, a default argument. Setting the
+attribute on ``torch.cuda`` alone would leave all of those on the real function: a correct
+submission would be timed on the wrong clock, or call the real ``torch.cuda.synchronize`` on a
+CPU-only machine and crash. So:
+
+- a replaced function written in Python (``torch.cuda.synchronize``, ``torch.mps.empty_cache``,
+  ``torch.cuda.is_available`` …) is *redirected*: its own code object becomes a call of the
+  replacement, so every reference to it, wherever it is held, reaches the replacement;
+- a replaced builtin (``time.perf_counter``) cannot be redirected: the module-level names of the
+  learner's modules that hold it are rebound instead;
+and all of it is undone afterwards. A replacement that needs the original (a recorder that wraps
+it) says so with ``Wrap``: it is handed a working copy of the original, never the redirected one.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+import types
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,6 +30,65 @@ import pytest
 from grader.checks.support.learner import learner_namespaces
 
 Target = tuple[object, str]  # (owner, attribute): (time, "perf_counter")
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """A replacement built around the original: ``make(original) -> replacement``."""
+
+    make: Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+_TRAMPOLINE = "def trampoline(*args, **kwargs):\n    return {name}(*args, **kwargs)\n"
+
+
+def _copy(func: types.FunctionType) -> types.FunctionType:
+    """The function as it is now, as a separate object: a later redirect of ``func`` leaves it alone."""
+    clone = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    clone.__kwdefaults__ = func.__kwdefaults__
+    clone.__dict__.update(func.__dict__)
+    return clone
+
+
+def _redirectable(obj: object) -> bool:
+    return isinstance(obj, types.FunctionType) and not obj.__code__.co_freevars
+
+
+def kept_original(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A reference to ``func`` that keeps calling the original while it is patched (what a grader's
+    own recorder reads the allocator or the clock with)."""
+    return _copy(func) if _redirectable(func) else func  # type: ignore[arg-type]
+
+
+def _trampoline(name: str) -> types.CodeType:
+    namespace: dict[str, Any] = {}
+    exec(_TRAMPOLINE.format(name=name), namespace)  # noqa: S102 - a fixed, one-line trampoline
+    return namespace["trampoline"].__code__  # type: ignore[no-any-return]
+
+
+class _Redirect:
+    """``func``'s own code object made a call of ``to``; ``undo()`` puts it back."""
+
+    def __init__(self, func: types.FunctionType, to: object) -> None:
+        self.func = func
+        self.name = f"__grader_redirect_{id(func)}__"
+        self.saved = (func.__code__, func.__defaults__, func.__kwdefaults__)
+        func.__globals__[self.name] = to
+        func.__code__ = _trampoline(self.name)
+        func.__defaults__ = None
+        func.__kwdefaults__ = None
+
+    def undo(self) -> None:
+        self.func.__code__, self.func.__defaults__, self.func.__kwdefaults__ = self.saved
+        self.func.__globals__.pop(self.name, None)
+
+
+def _resolve(replacements: Mapping[Target, object]) -> dict[Target, object]:
+    """``Wrap`` replacements built around a working copy of the original."""
+    resolved = {}
+    for (owner, attr), value in replacements.items():
+        resolved[(owner, attr)] = value.make(kept_original(getattr(owner, attr))) if isinstance(value, Wrap) else value
+    return resolved
 
 
 def _learner_bindings(replacements: Mapping[Target, object]) -> list[tuple[dict[str, Any], str, object, object]]:
@@ -42,11 +111,16 @@ def _learner_bindings(replacements: Mapping[Target, object]) -> list[tuple[dict[
 
 @contextlib.contextmanager
 def patched(replacements: Mapping[Target, object]) -> Iterator[None]:
-    """Replace each ``owner.attr`` by its value for the duration, learner-held names included."""
-    rebound = _learner_bindings(replacements)
-    saved = [(owner, attr, getattr(owner, attr)) for owner, attr in replacements]
+    """Replace each ``owner.attr`` by its value for the duration, wherever the learner holds it."""
+    resolved = _resolve(replacements)
+    rebound = _learner_bindings(resolved)
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr in resolved]
+    redirects: list[_Redirect] = []
     try:
-        for (owner, attr), value in replacements.items():
+        for (owner, attr), value in resolved.items():
+            original = getattr(owner, attr)
+            if _redirectable(original) and original is not value and all(r.func is not original for r in redirects):
+                redirects.append(_Redirect(original, value))  # type: ignore[arg-type]
             setattr(owner, attr, value)
         for namespace, name, _, value in rebound:
             namespace[name] = value
@@ -57,12 +131,23 @@ def patched(replacements: Mapping[Target, object]) -> Iterator[None]:
                 namespace[name] = original
         for owner, attr, original in reversed(saved):
             setattr(owner, attr, original)
+        for redirect in reversed(redirects):
+            redirect.undo()
 
 
 def monkeypatch_everywhere(monkeypatch: pytest.MonkeyPatch, replacements: Mapping[Target, object]) -> None:
-    """``monkeypatch.setattr`` for each ``owner.attr`` that also reaches the learner's
-    ``from owner import attr`` names; undone when the check ends."""
-    for namespace, name, _, value in _learner_bindings(replacements):
+    """``patched`` through pytest's monkeypatch: undone when the check ends."""
+    resolved = _resolve(replacements)
+    for namespace, name, _, value in _learner_bindings(resolved):
         monkeypatch.setitem(namespace, name, value)
-    for (owner, attr), value in replacements.items():
+    redirected: set[int] = set()
+    for (owner, attr), value in resolved.items():
+        original = getattr(owner, attr)
+        if _redirectable(original) and original is not value and id(original) not in redirected:
+            redirected.add(id(original))
+            name = f"__grader_redirect_{id(original)}__"
+            monkeypatch.setitem(original.__globals__, name, value)
+            monkeypatch.setattr(original, "__code__", _trampoline(name))
+            monkeypatch.setattr(original, "__defaults__", None)
+            monkeypatch.setattr(original, "__kwdefaults__", None)
         monkeypatch.setattr(owner, attr, value)

@@ -1,5 +1,5 @@
 # mistake: describe_device always uses torch.cuda.device_count() for count, so a CPU device gets the number of GPUs instead of 1
-# fails: ex1.describe_device_cpu
+# fails: ex1.describe_device_cpu, ex1.describe_device_mps
 # message: ex1.describe_field
 """Bài tập 1, kiểu code trong bài học."""
 

@@ -1,5 +1,5 @@
 # mistake: describe_device reports count 0 for a non-CUDA device ("no GPU, so zero") instead of 1
-# fails: ex1.describe_device_cpu
+# fails: ex1.describe_device_cpu, ex1.describe_device_mps
 # message: ex1.describe_field
 """Bài tập 1 — chọn device và mô tả device."""
 

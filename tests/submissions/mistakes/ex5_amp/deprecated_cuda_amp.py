@@ -1,5 +1,5 @@
-# mistake: uses the deprecated torch.cuda.amp.autocast() and torch.cuda.amp.GradScaler() instead of torch.amp
-# fails: ex5.modern_amp_api
+# mistake: uses the deprecated, CUDA-only torch.cuda.amp.autocast() and GradScaler() instead of torch.amp (no AMP on the CPU or MPS)
+# fails: ex5.modern_amp_api, ex5.fp16_uses_grad_scaler, ex5.bf16_uses_autocast, ex5.amp_saves_memory
 # message: ex5.deprecated_amp
 """Bài tập 5, kiểu code trong bài học."""
 

@@ -1,0 +1,23 @@
+"""ex1.describe_device_cpu: a CPU is one device, with no capability and no total memory (hidden)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader.checks.ex1_device.common import check_common, check_not_cuda
+from grader.checks.support.learner import LearnerModule
+from grader.checks.support.patching import monkeypatch_everywhere
+
+HINT = {
+    "vi": "Đọc lại docstring: CPU có gì và không có gì (capability, tổng bộ nhớ).",
+    "en": "Reread the docstring: what a CPU has and has not (capability, total memory).",
+}
+
+
+def test_describe_device_cpu(ex1: LearnerModule, cpu: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two GPUs present: a CPU's count is still 1, whatever torch.cuda.device_count() says.
+    monkeypatch_everywhere(monkeypatch, {(torch.cuda, "device_count"): lambda: 2})
+    info = ex1.describe_device(cpu)
+    check_common(info, cpu)
+    check_not_cuda(info)

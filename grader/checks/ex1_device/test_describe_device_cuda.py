@@ -1,0 +1,36 @@
+"""ex1.describe_device_cuda: name, count, capability and total memory from torch.cuda (hidden)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from grader.checks.ex1_device.common import check_common, expect
+from grader.checks.support.devices import Device
+from grader.checks.support.learner import LearnerModule
+
+HINT = {
+    "vi": "Đọc lại mục \"Kiểm tra GPU\": get_device_name, get_device_capability, get_device_properties.",
+    "en": "Reread \"Kiểm tra GPU\": get_device_name, get_device_capability, get_device_properties.",
+}
+
+
+def test_describe_device_cuda(ex1: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+    for dev in devices("cuda"):
+        with dev:
+            info = ex1.describe_device(dev.device)
+            expected_name = torch.cuda.get_device_name(dev.device)
+            expected_cap = tuple(torch.cuda.get_device_capability(dev.device))
+            expected_total = int(torch.cuda.get_device_properties(dev.device).total_memory)
+            expected_count = torch.cuda.device_count()
+        check_common(info, dev.device)
+        expect(info, "name", info.get("name") == expected_name, repr(expected_name))
+        cap = info.get("capability")
+        expect(info, "capability",
+               isinstance(cap, tuple) and len(cap) == 2 and all(type(v) is int for v in cap) and cap == expected_cap,
+               f"{expected_cap!r} (tuple of two ints)")
+        total = info.get("total_memory_bytes")
+        expect(info, "total_memory_bytes", type(total) is int and total == expected_total, f"{expected_total} (int)")
+        expect(info, "count", type(info.get("count")) is int and info.get("count") == expected_count,
+               str(expected_count))

@@ -1,0 +1,20 @@
+"""ex1.pick_device_prefers_cuda: with CUDA and an Apple GPU both there, CUDA (hidden)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.checks.ex1_device.common import pick
+from grader.checks.support.learner import LearnerModule
+from grader.checks.support.outcomes import fail
+
+HINT = {
+    "vi": "Đọc lại mục \"device-agnostic\": CUDA đứng đầu.",
+    "en": "Reread \"device-agnostic\": CUDA comes first.",
+}
+
+
+def test_pick_device_prefers_cuda(ex1: LearnerModule, monkeypatch: pytest.MonkeyPatch) -> None:
+    device, expected, situation = pick(ex1, monkeypatch, cuda=True, mps=True)
+    if device.type != expected.type or device.index not in (None, 0):
+        fail("ex1.wrong_order", situation=situation, got=device, expected=expected)

@@ -1,0 +1,26 @@
+"""ex1.pick_device_returns_device: a torch.device of the kind this machine has (public)."""
+
+from __future__ import annotations
+
+from grader.checks.ex1_device.common import as_device
+from grader.checks.support.devices import real_accelerator_type
+from grader.checks.support.learner import LearnerModule
+from grader.checks.support.outcomes import fail
+
+HINT = {
+    "vi": "Đọc lại mục \"device-agnostic\": device = torch.device(...).",
+    "en": "Reread \"device-agnostic\": device = torch.device(...).",
+}
+MESSAGES = {
+    "ex1.wrong_device_here": {
+        "vi": "Trên máy này pick_device() trả về {got}, trong khi có {expected}.",
+        "en": "On this machine pick_device() returned {got}, but {expected} is available.",
+    },
+}
+
+
+def test_pick_device_returns_device(ex1: LearnerModule) -> None:
+    device = as_device(ex1.pick_device())
+    expected = real_accelerator_type() or "cpu"
+    if device.type != expected:
+        fail("ex1.wrong_device_here", got=device, expected=expected)

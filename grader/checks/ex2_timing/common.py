@@ -1,0 +1,97 @@
+"""Exercise 2's helpers: timing the learner's time_matmul(), and finding what its number measured.
+
+A correct ``time_matmul`` may read the clock many times — timm's benchmark loop times its warm-up
+and throws that figure away; ``torch.utils.benchmark.Timer`` warms up inside ``timeit``; CUDA
+events time on the device — so the checks judge the *interval that produced the returned value*:
+the two clock reads (of the same clock) whose difference, over ``repeats`` or over one run, is
+the number returned. The warm-up must come before that interval, the device must be idle when
+its clock reads happen, and no copy may run inside it. When no pair of reads explains the number,
+the first and the last clock reads stand for it, as a stopwatch around the whole call would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from grader.checks.support.devices import Device
+from grader.checks.support.learner import LearnerModule
+from grader.checks.support.outcomes import fail
+from grader.checks.support.standin import Event
+from grader.checks.support.trusted import is_number
+
+N = 512  # stand-in: 268 µs a matmul (see CostModel); real GPUs: still cheap
+REPEATS = 5
+UNITS = {1.0: "s", 1e3: "ms", 1e6: "µs"}
+MATCH = 1e-2  # how close (relative) a clock difference must be to the returned value; time.time() rounds
+MESSAGES = {
+    "ex2.not_seconds": {
+        "vi": "time_matmul() phải trả về thời gian trung bình (giây) dạng float, nhận được {got}.",
+        "en": "time_matmul() must return the mean time in seconds as a float, got {got}.",
+    },
+    "ex2.not_seconds_unit": {
+        "vi": "time_matmul() trả về {got}, tức thời gian đo được tính bằng {unit}: hãy trả về giây (bỏ phép nhân "
+              "với {factor}).",
+        "en": "time_matmul() returned {got}, which is the time it measured in {unit}: return seconds (drop the "
+              "multiplication by {factor}).",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """What the returned number measured: events[start] to events[stop], two reads of one clock."""
+
+    start: int
+    stop: int
+    unit: float = 1.0  # 1e3: the number is in milliseconds
+    found: bool = True  # False: no pair explained the number; the first and last reads stand for it
+    device_clock: bool = False  # two CUDA / MPS events: device time, which needs no host synchronize
+
+
+def seconds_of(value: object) -> float:
+    """What time_matmul returned, as a number of seconds; anything else is its mistake."""
+    if isinstance(value, torch.Tensor) or not is_number(value) or value <= 0:  # type: ignore[operator]
+        fail("ex2.not_seconds", got=repr(value)[:60])
+    return float(value)  # type: ignore[arg-type]
+
+
+def timed(ex2: LearnerModule, dev: Device, n: int = N, repeats: int = REPEATS) -> tuple[float, list[Event]]:
+    """time_matmul on ``dev`` (inside ``with dev:``): the number returned and what happened meanwhile."""
+    first = len(dev.events)
+    seconds = seconds_of(ex2.time_matmul(n, dev.device, repeats=repeats))
+    return seconds, dev.events[first:]
+
+
+def clock_reads(events: list[Event]) -> list[int]:
+    return [i for i, e in enumerate(events) if e.kind == "clock"]
+
+
+def measured_interval(events: list[Event], seconds: float, repeats: int) -> Interval | None:
+    """The clock reads whose difference is the returned number (a mean over ``repeats``, or one
+    run; in seconds, milliseconds or microseconds): in seconds if possible, then the pair with the
+    most matmuls inside. Else the first and last reads; None when no clock was read."""
+    clocks = clock_reads(events)
+    if not clocks:
+        return None
+    candidates: list[tuple[tuple[bool, int, int], Interval]] = []
+    for a, i in enumerate(clocks):
+        for j in clocks[a + 1:]:
+            if events[i].source != events[j].source:
+                continue
+            span = events[j].value - events[i].value
+            if span <= 0:
+                continue
+            for unit in UNITS:
+                if any(abs(seconds / (span * unit / divisor) - 1.0) < MATCH for divisor in (repeats, 1)):
+                    inside = sum(1 for e in events[i:j] if e.kind == "matmul")
+                    interval = Interval(i, j, unit, device_clock=events[i].source.endswith(".Event"))
+                    candidates.append(((unit == 1.0, inside, j - i), interval))
+    if candidates:
+        return max(candidates, key=lambda candidate: candidate[0])[1]
+    return Interval(clocks[0], clocks[-1], found=False)
+
+
+def device_matmuls(events: list[Event], dev: Device) -> list[int]:
+    return [i for i, e in enumerate(events) if e.kind == "matmul" and e.device == dev.device.type]

@@ -1,0 +1,33 @@
+"""ex2.warms_up: a matmul on the device runs before the measured interval starts — a warm-up
+that is itself timed and thrown away (timm's loop, benchmark.Timer) counts (hidden)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from grader.checks.ex2_timing.common import REPEATS, device_matmuls, measured_interval, timed
+from grader.checks.support.devices import Device
+from grader.checks.support.learner import LearnerModule
+from grader.checks.support.outcomes import fail
+
+HINT = {
+    "vi": "Đọc lại speed test: dòng warm-up.",
+    "en": "Reread the speed test: the warm-up line.",
+}
+MESSAGES = {
+    "ex2.no_warmup": {
+        "vi": "Thiếu warm-up: matmul đầu tiên trên GPU còn tốn thời gian load cuBLAS + autotune. Chạy một matmul (và "
+              "synchronize) trước khi bắt đầu đo.",
+        "en": "No warm-up: the first matmul on a GPU also loads cuBLAS and autotunes. Run one matmul (and "
+              "synchronize) before starting the clock.",
+    },
+}
+
+
+def test_warms_up(ex2: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+    for dev in devices("cuda", "mps", virtual_clock=True):
+        with dev:
+            seconds, events = timed(ex2, dev)
+        interval = measured_interval(events, seconds, REPEATS)
+        if interval is not None and not any(i < interval.start for i in device_matmuls(events, dev)):
+            fail("ex2.no_warmup", device=dev.label)

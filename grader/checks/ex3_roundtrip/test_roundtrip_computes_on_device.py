@@ -1,0 +1,41 @@
+"""ex3.roundtrip_computes_on_device: the arithmetic runs on the accelerator — the lesson's
+headline mistake, `x.to(device)` not assigned, computes on the CPU (public)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from grader.checks.ex3_roundtrip.common import roundtrip
+from grader.checks.support.devices import Device
+from grader.checks.support.learner import LearnerModule
+from grader.checks.support.outcomes import fail
+
+HINT = {
+    "vi": "Đọc lại: \"tensor.to() không in-place\".",
+    "en": "Reread \"tensor.to() không in-place\".",
+}
+MESSAGES = {
+    "ex3.no_compute": {
+        "vi": "roundtrip() không tính gì cả: hãy tính x * 2 + 1.",
+        "en": "roundtrip() did no arithmetic: compute x * 2 + 1.",
+    },
+    "ex3.to_not_assigned": {
+        "vi": "Phép tính chạy trên CPU chứ không phải trên device: tensor.to() không in-place — phải gán lại: "
+              "x = x.to(device).",
+        "en": "The arithmetic ran on the CPU, not on the device: tensor.to() is not in-place — assign the result: "
+              "x = x.to(device).",
+    },
+}
+
+
+def test_roundtrip_computes_on_device(ex3: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+    for dev in devices("cuda", "mps"):
+        with dev:
+            roundtrip(ex3, dev, torch.arange(12, dtype=torch.float32))
+        ops = [e for e in dev.events if e.kind in ("op", "matmul")]
+        if not ops:
+            fail("ex3.no_compute", device=dev.label)
+        if not any(e.device == dev.device.type for e in ops):
+            fail("ex3.to_not_assigned", device=dev.label)

@@ -1,0 +1,177 @@
+"""The stand-in accelerators answer every form real code uses, as the real device would.
+
+CUDA's and MPS's stand-ins on this CPU machine: keyword and positional ``.to()``, ``.cuda()``,
+``non_blocking`` copies, the ``torch.cuda`` / ``torch.mps`` / ``torch.accelerator`` APIs, the
+default device; and what differs on an Apple GPU (no float64, its own out-of-memory error,
+``torch.cuda`` as a Mac has it). Each behaviour is written as learner code would write it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from grader.checks.ex2_timing.common import measured_interval
+from grader.checks.support.standin import MPS_FLOAT64, NO_CUDA, StandIn
+
+
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_every_way_of_moving_a_model_or_a_tensor(kind: str) -> None:
+    with StandIn(kind) as s:  # type: ignore[arg-type]
+        device = s.device
+        forms = {
+            "positional": nn.Linear(3, 2).to(device),
+            "keyword": nn.Linear(3, 2).to(device=device),  # timm's idiom
+            "string": nn.Linear(3, 2).to(kind),
+            "keyword dtype": nn.Linear(3, 2).to(device=device, dtype=torch.float32),
+        }
+        for form, model in forms.items():
+            assert next(model.parameters()).device.type == kind, form
+        x = torch.ones(3)
+        assert x.to(device, non_blocking=True).device.type == kind
+        assert x.to(device=device).device.type == kind and x.to(kind).is_cpu is False
+        assert torch.zeros(2, device=device).device.type == kind
+        assert torch.zeros(2, device=device).cpu().device.type == "cpu"
+        assert torch.zeros(2, device=device).to("cpu").device.type == "cpu"
+        assert getattr(torch.zeros(2, device=device), f"is_{kind}")
+
+
+def test_cuda_call_forms_on_the_cuda_stand_in() -> None:
+    with StandIn("cuda", virtual_clock=True) as s:
+        assert torch.ones(2).cuda().device == torch.device("cuda", 0)
+        assert torch.cuda.current_device() == 0 and torch.cuda.device_count() == 1
+        torch.cuda.set_device(0)
+        props = torch.cuda.get_device_properties(0)
+        assert props.total_memory > 0 and (props.major, props.minor) == torch.cuda.get_device_capability()
+        free, total = torch.cuda.mem_get_info()
+        assert 0 < free <= total
+        big = torch.zeros(1024, 1024, device="cuda")
+        assert torch.cuda.memory_allocated() >= big.numel() * 4
+        assert torch.cuda.max_memory_allocated() >= torch.cuda.memory_allocated()
+        assert torch.cuda.memory_reserved() >= torch.cuda.memory_allocated()
+        del big
+        torch.cuda.reset_peak_memory_stats()
+        assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a = torch.randn(256, 256, device="cuda")
+        start.record()
+        a @ a
+        end.record()
+        end.synchronize()
+        assert start.elapsed_time(end) > 0
+        assert torch.accelerator.current_accelerator() == torch.device("cuda")
+        torch.accelerator.synchronize()
+        torch.cuda.current_stream().synchronize()
+        assert not torch.backends.mps.is_available()
+        assert [e.kind for e in s.events].count("sync") >= 3
+
+
+def test_the_mps_stand_in_is_an_apple_gpu() -> None:
+    with StandIn("mps", budget_bytes=8 * 2**20) as s:
+        assert torch.backends.mps.is_available() and not torch.cuda.is_available()
+        assert torch.accelerator.current_accelerator() == torch.device("mps")
+        x = torch.arange(4.0, device="mps")
+        assert x.device == torch.device("mps", 0) and x.is_mps
+        torch.mps.synchronize()
+        torch.mps.empty_cache()
+        assert torch.mps.current_allocated_memory() >= 16
+        # What a Mac's PyTorch says, to code that reaches for CUDA or float64:
+        for call in (torch.cuda.synchronize, torch.cuda.get_device_name, lambda: torch.ones(2).cuda()):
+            with pytest.raises(AssertionError, match=NO_CUDA):
+                call()
+        with pytest.raises(TypeError, match="float64"):
+            torch.zeros(2, dtype=torch.float64).to("mps")
+        with pytest.raises(TypeError, match="float64"):
+            torch.zeros(2, device="mps", dtype=torch.float64)
+        assert MPS_FLOAT64.startswith("Cannot convert a MPS Tensor to float64")
+        # Out of memory on MPS is a plain RuntimeError, not torch.OutOfMemoryError.
+        with pytest.raises(RuntimeError, match="MPS backend out of memory") as raised:
+            [torch.empty(2**20, device="mps") for _ in range(10)]
+        assert not isinstance(raised.value, torch.OutOfMemoryError)
+        assert [e.kind for e in s.events].count("sync") == 1
+
+
+def test_a_non_blocking_copy_to_the_host_lands_at_the_next_synchronize() -> None:
+    with StandIn("cuda"):
+        y = torch.arange(1.0, 5.0, device="cuda") * 2
+        early = y.to("cpu", non_blocking=True)
+        assert early.tolist() == [0.0, 0.0, 0.0, 0.0]  # read before the copy arrived
+        torch.cuda.synchronize()
+        assert early.tolist() == [2.0, 4.0, 6.0, 8.0]
+        assert y.to("cpu").tolist() == [2.0, 4.0, 6.0, 8.0]  # a blocking copy is there at once
+        assert y.cpu().tolist() == [2.0, 4.0, 6.0, 8.0]
+
+
+def test_pinned_memory_and_non_blocking_uploads() -> None:
+    """The tutorial's idiom: pin the host tensor, copy it up without blocking."""
+    with StandIn("cuda"):
+        x = torch.arange(4.0)
+        pinned = x.pin_memory()
+        assert pinned.is_pinned() and not x.is_pinned()
+        assert torch.zeros(2, pin_memory=True).is_pinned()
+        up = pinned.to("cuda", non_blocking=True)
+        assert up.is_cuda and (up * 2).cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_the_default_device() -> None:
+    with StandIn("cuda"):
+        torch.set_default_device("cuda")
+        assert torch.get_default_device() == torch.device("cuda", 0)
+        assert torch.zeros(2).device.type == "cuda" and torch.randn(2, 2).is_cuda
+        torch.set_default_device(None)
+        assert torch.zeros(2).device.type == "cpu"
+    assert torch.get_default_device() == torch.device("cpu")
+
+
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_mixing_devices_raises_pytorchs_own_error(kind: str) -> None:
+    with StandIn(kind) as s, pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):  # type: ignore[arg-type]
+        torch.ones(3, device=s.device) + torch.ones(3)
+
+
+def test_the_interval_a_returned_time_measured() -> None:
+    """timm's loop: each iteration timed, the warm-up iterations thrown away; the number is the
+    mean of the rest, and its interval starts after the warm-up."""
+    n, warmup, repeats = 256, 2, 5
+    with StandIn("cuda", virtual_clock=True) as s:
+        import time
+
+        a = torch.randn(n, n, device="cuda")
+        times = []
+        for _ in range(warmup + repeats):
+            t0 = time.perf_counter()
+            a @ a
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        seconds = sum(times[warmup:]) / repeats
+    interval = measured_interval(s.events, seconds, repeats)
+    assert interval is not None and interval.found and interval.unit == 1.0
+    matmuls = [i for i, e in enumerate(s.events) if e.kind == "matmul"]
+    # After the first matmul every iteration takes the same virtual time, so the measured five are
+    # some five after it: the interval never holds the first (slow) one, the warm-up.
+    assert matmuls[0] < interval.start
+    assert sum(1 for i in matmuls if interval.start < i < interval.stop) == repeats
+    # The same number in milliseconds is recognised as such.
+    ms = measured_interval(s.events, seconds * 1000, repeats)
+    assert ms is not None and ms.unit == 1e3
+
+
+def test_a_function_held_anywhere_reaches_the_stand_in() -> None:
+    """transformers' dispatch tables hold torch.cuda.synchronize in a dict; a partial or a default
+    argument holds it too: each must call the stand-in's, and the real one once it is gone."""
+    import functools
+
+    table = {"cuda": torch.cuda.synchronize}
+    later = functools.partial(torch.cuda.synchronize)
+
+    def sync(fn=torch.cuda.synchronize) -> None:  # type: ignore[no-untyped-def]
+        fn()
+
+    with StandIn("cuda") as s:
+        table["cuda"]()
+        later()
+        sync()
+        assert [e.kind for e in s.events] == ["sync", "sync", "sync"]
+    with pytest.raises(AssertionError, match=NO_CUDA):  # this CPU build's own, put back
+        table["cuda"]()
