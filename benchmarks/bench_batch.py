@@ -106,12 +106,14 @@ def main() -> int:
     bare, _, _ = median_of(args.repeats, [py, "-c", "pass"])
     torch_s, torch_runs, torch_cpu = median_of(args.repeats, [py, "-c", "import torch"])
     cli_s, _, _ = median_of(args.repeats, [py, "-c", "import grader.cli"])
-    child_s, _, _ = median_of(args.repeats, [py, "-c", "import grader.child"])
+    judge_s, _, _ = median_of(args.repeats, [py, "-c", "import grader.judge"])
+    learner_s, _, _ = median_of(args.repeats, [py, "-c", "import grader.learner.runner"])
     print(f"python -c pass:                 {bare:6.2f} s")
     print(f"python -c 'import torch':       {torch_s:6.2f} s   (runs: {', '.join(f'{r:.2f}' for r in torch_runs)}; "
           f"CPU {torch_cpu:.2f} s)")
     print(f"python -c 'import grader.cli':  {cli_s:6.2f} s   (the grader's own process)")
-    print(f"python -c 'import grader.child':{child_s:6.2f} s   (the sandboxed child: torch, pytest, check support)")
+    print(f"python -c 'import grader.judge':{judge_s:6.2f} s   (the judge: torch, pytest, check support)")
+    print(f"python -c 'import grader.learner.runner':{learner_s:6.2f} s   (the learner process: torch, device layer)")
 
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         work = Path(tmp)

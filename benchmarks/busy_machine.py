@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
-from grader.forkserver import fork_servers  # noqa: E402
 from grader.grading import grade  # noqa: E402
+from grader.launch import ExecLauncher, ForkLauncher  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES  # noqa: E402
 
 
@@ -50,18 +50,18 @@ def main() -> int:
         spinner.start()
     work = Path(tempfile.mkdtemp(prefix="busy-"))
     lost_total = 0
-    servers = fork_servers() if args.fork_server else contextlib.nullcontext()
+    servers = ForkLauncher() if args.fork_server else contextlib.nullcontext(ExecLauncher())
     try:
         print(f"{args.load} busy processes on {os.cpu_count()} cores; {args.repeats} gradings per style"
               f"{', forked sandboxes' if args.fork_server else ''}")
-        with servers:  # one fork server for every grading, as a batch worker has
+        with servers as launcher:  # fork servers for every grading, as a batch worker has
             for name, source in CORRECT_STYLES.items():
                 folder = work / name
                 shutil.copytree(source, folder)
                 lost, seconds, failures = 0.0, [], set()
                 for _ in range(args.repeats):
                     started = time.monotonic()
-                    report = grade(folder, course, lang="en")
+                    report = grade(folder, course, lang="en", launcher=launcher)
                     seconds.append(time.monotonic() - started)
                     lost += report.max_score - report.score
                     failures |= {c.id for ex in report.exercises for c in ex.checks if c.status != "passed"}

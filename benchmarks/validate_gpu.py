@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
-from grader.forkserver import fork_servers  # noqa: E402
 from grader.grading import grade  # noqa: E402
+from grader.launch import ForkLauncher, Launcher  # noqa: E402
 from grader.results import Report  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES, Mistake, mistakes  # noqa: E402
 
@@ -56,31 +56,32 @@ def _modes(report: Report) -> str:
     return ",".join(sorted({str(c.mode) for ex in report.exercises for c in ex.checks if c.mode}))
 
 
-def _grade_correct(name: str, source: Path, device: str, work: Path) -> Row:
+def _grade_correct(name: str, source: Path, device: str, work: Path, launcher: Launcher) -> Row:
     folder = work / name
     shutil.copytree(source, folder)
     started = time.monotonic()
-    report = grade(folder, load_course(), device=device, lang="en")
+    report = grade(folder, load_course(), device=device, lang="en", launcher=launcher)
     outcome = "100" if not _lost(report) else f"{report.score:g}: lost {', '.join(_lost(report))}"
     return Row(name, "100", outcome, time.monotonic() - started, _modes(report))
 
 
-def _grade_stubs(device: str, work: Path) -> Row:
+def _grade_stubs(device: str, work: Path, launcher: Launcher) -> Row:
     folder = work / "stubs"
     shutil.copytree(ROOT / "exercises", folder)
     started = time.monotonic()
-    report = grade(folder, load_course(), device=device, lang="en")
+    report = grade(folder, load_course(), device=device, lang="en", launcher=launcher)
     statuses = {ex.status for ex in report.exercises}
     return Row("stubs", "0, not_attempted", f"{report.score:g}, {','.join(sorted(statuses))}",
                time.monotonic() - started, _modes(report))
 
 
-def _grade_mistake(mistake: Mistake, device: str, work: Path) -> Row:
+def _grade_mistake(mistake: Mistake, device: str, work: Path, launcher: Launcher) -> Row:
     folder = work / mistake.name.replace("/", "__")
     folder.mkdir()
     shutil.copy(mistake.path, folder / f"{mistake.module}.py")
     started = time.monotonic()
-    report = grade(folder, load_course(), device=device, lang="en", exercises=[mistake.exercise])
+    report = grade(folder, load_course(), device=device, lang="en", exercises=[mistake.exercise],
+                   launcher=launcher)
     lost = _lost(report, mistake.exercise)
     return Row(mistake.name, "lose " + ", ".join(sorted(mistake.fails)), "lose " + ", ".join(lost),
                time.monotonic() - started, _modes(report))
@@ -146,11 +147,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="gpu-validation-"))
     started = time.monotonic()
     try:
-        # As `grader batch` does: each worker forks its sandboxes from a server (grader/forkserver.py).
-        with fork_servers(), ThreadPoolExecutor(args.workers) as pool:
-            jobs = [pool.submit(_grade_correct, name, path, args.device, work) for name, path in CORRECT_STYLES.items()]
-            jobs.append(pool.submit(_grade_stubs, args.device, work))
-            jobs += [pool.submit(_grade_mistake, m, args.device, work) for m in mistakes()]
+        # As `grader batch` does: each worker forks its processes from warm servers (grader/launch.py).
+        with ForkLauncher() as launcher, ThreadPoolExecutor(args.workers) as pool:
+            jobs = [pool.submit(_grade_correct, name, path, args.device, work, launcher)
+                    for name, path in CORRECT_STYLES.items()]
+            jobs.append(pool.submit(_grade_stubs, args.device, work, launcher))
+            jobs += [pool.submit(_grade_mistake, m, args.device, work, launcher) for m in mistakes()]
             rows = [job.result() for job in jobs]
     finally:
         shutil.rmtree(work, ignore_errors=True)

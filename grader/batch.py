@@ -12,7 +12,6 @@ Workers are threads: each grade spends its time waiting on its sandboxed child p
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -21,7 +20,7 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -32,8 +31,8 @@ from tqdm import tqdm
 from grader import __version__
 from grader.course import CHECKS_DIR, Course
 from grader.errors import GraderError
-from grader.forkserver import fork_servers
 from grader.grading import failed_report, grade
+from grader.launch import Launcher, launcher_for_batch
 from grader.report import as_dict, write_atomic
 from grader.submission import IGNORED_NAMES
 from grader.summary import SUMMARY_STEM, summarize, write_summary
@@ -45,9 +44,10 @@ RESERVED_LEARNERS = frozenset({SUMMARY_STEM, Path(GRADEBOOK).stem})
 _CHUNK = 1 << 20
 # Read by torch (and the BLAS under it) when a sandboxed child starts: its intra-op threads.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-# The fraction of the GPU's memory a child may use: grader.checks.support.devices.GPU_SHARE_VAR
+# The fraction of the GPU's memory a learner process may use: grader.learner.devices.GPU_SHARE_VAR
 # (not imported from there: that module imports torch, which the grader's process never needs).
 GPU_SHARE_VAR = "GRADER_GPU_SHARE"
+FORK_VAR = "GRADER_FORKSERVER"  # "0": a batch execs every process instead of forking it from a warm server
 
 Outcome = Literal["graded", "failed"]
 
@@ -229,27 +229,20 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-@contextlib.contextmanager
-def machine_shared_by(workers: int) -> Iterator[None]:
-    """Give each of ``workers`` concurrent sandboxes its share of the cores and of the GPU.
+def machine_share(workers: int, environ: Mapping[str, str]) -> dict[str, str]:
+    """Each of ``workers`` concurrent gradings' share of the cores and of the GPU, as environment
+    variables for their processes (a value the user set in ``environ`` is left alone).
 
-    Each child's torch starts one thread per core; two children on two cores then run four
-    threads whose OpenMP spin-waits burn the CPU the other child needs (measured on 2 cores:
-    2 workers gave 1.3x the throughput of 1; with one thread per child, 2.1x, same scores).
-    On a GPU, each child may fill only its share of the memory (the out-of-memory exercise
-    would otherwise take it all from the others). The children inherit the grader's
-    environment; a value the user set is left alone.
+    Each process's torch starts one thread per core; two gradings on two cores then run four
+    threads whose OpenMP spin-waits burn the CPU the other needs (measured on 2 cores: 2 workers
+    gave 1.3x the throughput of 1; with one thread each, 2.1x, same scores). On a GPU, each may
+    fill only its share of the memory (the out-of-memory exercise would otherwise take it all).
     """
+    if workers <= 1:
+        return {}
     shares = {var: str(max(1, usable_cores() // workers)) for var in THREAD_VARS}
     shares[GPU_SHARE_VAR] = f"{1 / workers:.4f}"
-    added = [var for var in shares if var not in os.environ] if workers > 1 else []
-    for var in added:
-        os.environ[var] = shares[var]
-    try:
-        yield
-    finally:
-        for var in added:
-            os.environ.pop(var, None)
+    return {var: value for var, value in shares.items() if var not in environ}
 
 
 class _Book:
@@ -277,10 +270,10 @@ class Batch:
     """One ``grader batch`` run; ``run()`` grades what is stale and writes the class files."""
 
     def __init__(self, course: Course, out_dir: Path, *, device: str = "auto", lang: str = "vi",
-                 workers: int = 1, force: bool = False, progress: bool = True) -> None:
+                 workers: int = 1, force: bool = False, progress: bool = True, fork: bool = True) -> None:
         self.course, self.out_dir = course, out_dir
         self.device, self.lang = device, lang
-        self.workers, self.force, self.progress = workers, force, progress
+        self.workers, self.force, self.progress, self.fork = workers, force, progress, fork
         self.course_hash = course_sha256(course)
         self.book = _Book(out_dir, course.exercise_ids)
 
@@ -289,9 +282,9 @@ class Batch:
         return {"submission_sha256": submission_sha256(learner.path), "course_sha256": self.course_hash,
                 "grader_version": __version__, "lang": self.lang, "requested_device": self.device}
 
-    def grade(self, learner: Learner, stamp: Mapping[str, str]) -> tuple[Outcome, dict[str, Any]]:
+    def grade(self, learner: Learner, stamp: Mapping[str, str], launcher: Launcher) -> tuple[Outcome, dict[str, Any]]:
         try:
-            report = grade(learner.path, self.course, device=self.device, lang=self.lang)
+            report = grade(learner.path, self.course, device=self.device, lang=self.lang, launcher=launcher)
         except Exception as exc:  # noqa: BLE001 - one learner's grading bug must not stop the class
             report = failed_report(learner.path, self.course, f"{type(exc).__name__}: {exc}", self.lang)
         outcome: Outcome = "graded"
@@ -320,12 +313,11 @@ class Batch:
         counts = {"graded": 0, "failed": 0}
         bar = tqdm(total=len(learners), initial=current, unit="learner", desc="grading", file=sys.stderr,
                    disable=not self.progress, dynamic_ncols=True)
-        # The environment stays until the pool is shut down: a sandbox restarted after a crash
-        # starts a child too. Each worker forks its children from a server that imported torch once.
-        with machine_shared_by(self.workers), fork_servers():
+        # Each worker forks its processes from servers that imported torch once, for the batch's lifetime.
+        with launcher_for_batch(self.fork, machine_share(self.workers, os.environ)) as launcher:
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grade")
             try:
-                futures = {pool.submit(self.grade, learner, stamp): learner for learner, stamp in todo}
+                futures = {pool.submit(self.grade, learner, stamp, launcher): learner for learner, stamp in todo}
                 for future in concurrent.futures.as_completed(futures):
                     outcome, data = future.result()
                     counts[outcome] += 1
@@ -342,7 +334,8 @@ class Batch:
 
 def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int = 1, force: bool = False,
               device: str = "auto", lang: str = "vi", shard: Shard | None = None,
-              progress: bool = True) -> BatchResult:
+              progress: bool = True, fork: bool | None = None) -> BatchResult:
+    """``fork`` None: fork processes from warm servers unless GRADER_FORKSERVER=0 is set."""
     if workers < 1:
         raise GraderError(f"--workers: {workers!r} must be at least 1")
     if out_dir.resolve() == submissions.resolve():
@@ -351,8 +344,9 @@ def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int 
     learners = [learner for learner in discover(submissions) if learner.path.resolve() != out_dir.resolve()]
     if shard is not None:
         learners = shard.pick(learners)
+    fork = os.environ.get(FORK_VAR, "1") != "0" if fork is None else fork
     return Batch(course, out_dir, device=device, lang=lang, workers=workers, force=force,
-                 progress=progress).run(learners)
+                 progress=progress, fork=fork).run(learners)
 
 
 def merge(dirs: Sequence[Path], out_dir: Path, course: Course) -> int:

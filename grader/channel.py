@@ -1,18 +1,19 @@
-"""The private result channel between the sandboxed child and the grader.
+"""The private result channel between the judge and the grader.
 
-One JSON object per line on an inherited pipe, each signed with HMAC-SHA256 under a key the
-parent hands over on stdin before any learner code runs. Printing cannot reach the pipe,
-files in the work dir are never read, and a line written to the pipe without the key is
-rejected and reported as tampering.
+One message (grader/protocol.py) per line on an inherited pipe, each signed with HMAC-SHA256
+under a key the grader hands the judge on stdin. The learner process never has the key, so a
+line it manages to write to the pipe (through /proc, where isolation is off) is rejected and
+reported as tampering, and nothing it prints can reach the pipe.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import os
 from typing import Any
+
+from grader.protocol import JudgeReport, ProtocolError, decode, encode
 
 
 def sign(key: bytes, payload: bytes) -> str:
@@ -24,8 +25,8 @@ class Writer:
         self._fd = fd
         self._key = key
 
-    def send(self, message: dict[str, Any]) -> None:
-        payload = json.dumps(message, ensure_ascii=True, sort_keys=True).encode()
+    def send(self, message: Any) -> None:
+        payload = encode(message)
         line = sign(self._key, payload).encode() + b" " + payload + b"\n"
         view = memoryview(line)
         while view:
@@ -33,13 +34,12 @@ class Writer:
             view = view[written:]
 
 
-def parse(key: bytes, line: bytes) -> dict[str, Any] | None:
-    """The message, or None when the line was not signed with the key (forged or garbled)."""
+def parse(key: bytes, line: bytes) -> Any | None:
+    """The judge's message, or None when the line was not signed with the key (forged or garbled)."""
     mac, _, payload = line.rstrip(b"\n").partition(b" ")
     if not hmac.compare_digest(mac, sign(key, payload).encode()):
         return None
     try:
-        message = json.loads(payload)
-    except ValueError:
+        return decode(payload, JudgeReport)
+    except ProtocolError:
         return None
-    return message if isinstance(message, dict) else None

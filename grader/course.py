@@ -39,7 +39,7 @@ class Limits:
     max_processes: int = 256
     file_size_mb: int = 256
     output_kb: int = 256
-    # The learner's top level (grader/toplevel.py): each cell, and all of it together.
+    # The learner's top level (grader/learner/toplevel.py): each cell, and all of it together.
     cell_timeout_s: float = 10.0
     top_level_timeout_s: float = 60.0
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from grader import __version__
 from grader.course import CHECKS_DIR, Course, load_course
 from grader.errors import GraderError
-from grader.sandbox import PACKAGE_ROOT, _base_env, sandbox_features
+from grader.sandbox import PACKAGE_ROOT, base_env, sandbox_features
 
 # Distribution name -> the module the grader imports from it (pyproject.toml's dependencies).
 PACKAGES = {"torch": "torch", "numpy": "numpy", "pytest": "pytest", "pytest-timeout": "pytest_timeout",
@@ -69,7 +69,7 @@ def probe() -> dict[str, object]:
     """What a grading child's interpreter has; ``{"error": ...}`` when it cannot even start."""
     code = f"PACKAGES = {PACKAGES!r}\nCHECKS_DIR = {str(CHECKS_DIR)!r}\n{_PROBE}"
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_base_env(),
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=base_env(),
                               cwd=PACKAGE_ROOT, timeout=PROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}

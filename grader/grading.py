@@ -1,6 +1,6 @@
 """Grade one submission: load it, run its checks in the sandbox, score it.
 
-The grader's process only reads files and talks to the sandboxed child; when grading
+The grader's process only reads files and talks to the judge (grader/sandbox.py); when grading
 itself breaks, the learner still gets a zero-score report that says why.
 """
 
@@ -14,8 +14,9 @@ from pathlib import Path
 from grader import __version__
 from grader.course import CheckSpec, Course, Visibility
 from grader.errors import GraderFailure
-from grader.results import DeviceInfo, Report
-from grader.sandbox import CheckOutcome, run_checks
+from grader.launch import Launcher
+from grader.results import CheckOutcome, DeviceInfo, Report
+from grader.sandbox import run_checks
 from grader.scoring import absent_outcome, build_report, explain_missing, problem_outcome, top_level_stops
 from grader.submission import Submission, load_submission
 
@@ -25,7 +26,9 @@ DEVICES = ("auto", "cpu", "cuda", "mps")  # what --device / grade(device=) accep
 
 def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
           visibility: Iterable[Visibility] = ("public", "hidden"),
-          exercises: Iterable[str] | None = None) -> Report:
+          exercises: Iterable[str] | None = None, launcher: Launcher | None = None) -> Report:
+    """Grade the submission at ``path``; its processes start with ``launcher`` (grader/launch.py:
+    exec'd unless a batch passes its fork servers)."""
     started = time.monotonic()
     submission = load_submission(path, course.modules)
     wanted = set(exercises) if exercises is not None else set(course.exercise_ids)
@@ -50,7 +53,7 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
     top_level = ()
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
-        run = run_checks(sources, to_run, device=device, limits=course.limits)
+        run = run_checks(sources, to_run, device=device, limits=course.limits, launcher=launcher)
         outcomes.update(explain_missing(run.outcomes, submission, run.stops))
         top_level = top_level_stops(submission, run.stops, lang, course.limits)
         device_info = run.device or UNKNOWN_DEVICE

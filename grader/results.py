@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -9,6 +10,20 @@ CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped", "not_at
 ExerciseStatus = Literal["passed", "partial", "failed", "not_attempted", "error", "timeout"]
 # Where a check actually ran: a real device, or the CPU stand-in for an accelerator.
 CheckMode = Literal["cpu", "cuda", "mps", "standin", "static"]
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """How one check ended, before scoring: what the judge said (grader/blame.py), or what the
+    grader found without running anything (a file missing, a notebook that does not load)."""
+
+    id: str
+    status: CheckStatus
+    message_id: str = ""  # a protocol RuntimeMessage, a check's own id, or load_* / absent / not_graded
+    params: Mapping[str, str] = field(default_factory=dict)
+    mode: CheckMode | None = None
+    duration_s: float = 0.0
+    devices: tuple[str, ...] = ()  # where it ran: "cpu", "cuda (stand-in)", "mps (stand-in)", ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +64,7 @@ class TopLevelStop:
     """A cell of the learner's top level that did not run to its end; it costs no points."""
 
     where: str  # "bai14.ipynb, In [8], line 1"
-    kind: str  # grader/toplevel.py StopKind
+    kind: str  # grader/protocol.py StopKind
     error: str  # one line
     message: str  # what happened and what to do, in the report's language
     kept: tuple[str, ...] = ()  # definitions the cell still made after it stopped

@@ -9,7 +9,9 @@ from collections.abc import Iterable, Mapping
 from grader import messages
 from grader.course import Course, Exercise, Limits
 from grader.errors import GraderFailure
+from grader.protocol import CellStop
 from grader.results import (
+    CheckOutcome,
     CheckResult,
     CheckStatus,
     DeviceInfo,
@@ -18,9 +20,7 @@ from grader.results import (
     Report,
     TopLevelStop,
 )
-from grader.sandbox import CheckOutcome
 from grader.submission import LoadProblem, SourceFile, Submission
-from grader.toplevel import CellStop
 
 # A file that cannot be used is an error, except an empty one: nothing was attempted.
 _PROBLEM_STATUS: dict[str, CheckStatus] = {

@@ -7,7 +7,7 @@ crash, a hang or an out-of-memory in an exercise cannot take the kernel down.
 In a notebook the code is the session's input history — every cell run so far, in the order
 it ran, one code cell per execution, saved as ``In [7]`` so that a message names the learner's
 own cell — written to a temporary ``.ipynb`` that the final grade's loader and top-level runner
-read like any notebook (grader/submission.py, grader/toplevel.py): the same cells run with the
+read like any notebook (grader/submission.py, grader/learner/toplevel.py): the same cells run with the
 same rules both ways, so a green self-check is what the grade's public checks say too. A cell
 that fails again there (a demo that needs a GPU, a stub called too early, a scratch cell that
 never compiled) is recorded and costs nothing; ``grader.check()`` inside the sandbox does nothing.

@@ -6,7 +6,7 @@ of learner code, so every learner mistake found here (bad bytes, broken notebook
 a `LoadProblem` for the exercises it spoils, never an exception.
 
 The sandbox runs a source cell by cell, in order, in one namespace, as Jupyter's "Run all"
-does (grader/toplevel.py): a cell that fails is recorded and the next one runs. The cells are:
+does (grader/learner/toplevel.py): a cell that fails is recorded and the next one runs. The cells are:
 - a notebook's code cells, labelled `In [8]` when saved with an execution count, else `cell k`
   (k counts code cells only);
 - a `.py` exported from Jupyter (`# In[8]:` markers) or in the percent format (`# %%`, as
@@ -17,7 +17,7 @@ does (grader/toplevel.py): a cell that fails is recorded and the next one runs. 
 
 IPython syntax (magics, shell escapes, `obj?` help) becomes the calls IPython itself makes of
 it — `get_ipython().system(...)`, `get_ipython().run_line_magic(...)`, `...getoutput(...)` —
-which the sandbox's stand-in kernel answers (grader/kernel.py). The rewriting keeps the line
+which the sandbox's stand-in kernel answers (grader/learner/kernel.py). The rewriting keeps the line
 count, so a line number in a traceback still points at the learner's own line and cell.
 
 A top-level `if __name__ == "__main__":` block never runs: each source is imported under its
@@ -34,9 +34,13 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from grader.errors import GraderError
+from grader.protocol import Cell, Source
+
+# Cell: one unit the learner process runs, lines ``start``..``end`` (1-based, inclusive) of the
+# text; its label is what the learner sees: "In [8]", "cell 3", "line 12".
 
 ProblemKind = Literal["empty", "undecodable", "bad_notebook", "unsupported"]
 
@@ -68,15 +72,6 @@ _DEFINITION = re.compile(r"^(async\s+def|def|class|import|from|if|for|while|with
 
 
 @dataclass(frozen=True)
-class Cell:
-    """One unit the sandbox runs: lines ``start``..``end`` (1-based, inclusive) of the text."""
-
-    label: str  # what the learner sees: "In [8]", "cell 3", "line 12"
-    start: int
-    end: int
-
-
-@dataclass(frozen=True)
 class SourceFile:
     module: str  # importable module name, e.g. "ex1_device" or "submission"
     text: str  # the whole file as Python, IPython forms rewritten, one line for one line
@@ -96,15 +91,13 @@ class SourceFile:
             return f"{self.origin}, line {line}"
         return f"{self.origin}, {cell.label}, line {line - cell.start + 1}"
 
-    def as_plan(self) -> dict[str, Any]:
-        """As the sandbox's plan carries it (JSON)."""
-        return {"module": self.module, "text": self.text, "origin": self.origin, "numbered": self.numbered,
-                "cells": [[c.label, c.start, c.end] for c in self.cells]}
+    def as_source(self) -> Source:
+        """As the learner process receives it (grader/protocol.py)."""
+        return Source(self.module, self.text, self.origin, self.cells, self.numbered)
 
     @classmethod
-    def from_plan(cls, data: Mapping[str, Any]) -> SourceFile:
-        cells = tuple(Cell(str(label), int(start), int(end)) for label, start, end in data["cells"])
-        return cls(str(data["module"]), str(data["text"]), str(data["origin"]), cells, bool(data["numbered"]))
+    def from_source(cls, source: Source) -> SourceFile:
+        return cls(source.module, source.text, source.origin, source.cells, source.numbered)
 
     def cell_text(self, cell: Cell) -> str:
         return "\n".join(self.text.split("\n")[cell.start - 1 : cell.end])

@@ -121,7 +121,7 @@ def test_rerun_grades_only_learners_whose_submission_changed(tmp_path: Path) -> 
 
 
 def test_endless_hostile_and_unreadable_learners_cost_only_their_own_report(tmp_path: Path) -> None:
-    course = course_with(tmp_path, {"run_timeout_s: 300": "run_timeout_s: 15"})
+    course = course_with(tmp_path, {"run_timeout_s: 300": "run_timeout_s: 30"})
     cls = tmp_path / "class"
     cls.mkdir()
     (cls / "endless.py").write_text(ENDLESS_ON_IMPORT, encoding="utf-8")

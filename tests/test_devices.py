@@ -1,5 +1,6 @@
-"""The real-accelerator recorder, exercised on this CPU machine with the CUDA API simulated,
-and the patches both devices apply to the learner's names.
+"""The learner process's device sessions: the real-accelerator recorder, exercised on this CPU
+machine with the CUDA API simulated, the patches every session applies to the learner's names,
+and the judge's choice of a real device or a stand-in (from the learner process's Hello).
 
 No GPU has run the grader yet; this at least proves the recorder's wrapping is sound (it once
 recursed: recording a clock read read the clock) and that it sees what the timing checks read.
@@ -18,19 +19,12 @@ import pytest
 import torch
 
 from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
-from grader.checks.support.devices import (
-    CpuDevice,
-    RealAccelerator,
-    StandInDevice,
-    holds_dtype,
-    open_accelerator,
-    open_device,
-    runs_amp,
-)
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.standin import StandIn
+from grader.checks.support.devices import runs_amp
+from grader.learner.devices import RealSession, StandInSession, open_session
+from grader.learner.standin import StandIn
+from grader.learner.toplevel import TopLevel, TopLevelLimits
+from grader.protocol import CudaFacts, Hello, OpenDevice
 from grader.submission import Cell, SourceFile
-from grader.toplevel import TopLevel, TopLevelLimits
 from tests.conftest import SOLUTIONS
 
 _REAL_PERF_COUNTER = time.perf_counter
@@ -57,7 +51,7 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_recorder_sees_sync_clock_and_matmuls(fake_cuda: None) -> None:
     ex2 = _solution("ex2_timing")
-    acc = RealAccelerator("cuda")
+    acc = RealSession("cuda")
     original = time.perf_counter
     with acc:
         # The solution synchronizes only for cuda/mps devices: call its helper directly.
@@ -73,9 +67,12 @@ def test_recorder_sees_sync_clock_and_matmuls(fake_cuda: None) -> None:
 def learner_module(tmp_path: Path, name: str, text: str) -> Iterator[types.ModuleType]:
     """A learner module run by the sandbox's own top-level runner (one cell), removed afterwards."""
     source = SourceFile(name, text, f"{name}.py", (Cell("line 1", 1, text.count("\n") + 1),))
-    toplevel = TopLevel({"ex": source}, str(tmp_path), TopLevelLimits(), lambda event, payload: None)
+    toplevel = TopLevel({"ex": source}, str(tmp_path), TopLevelLimits(), lambda event: None)
     try:
-        yield LearnerModule(source, toplevel).load()
+        from grader.learner.calls import register_learner_dirs
+
+        register_learner_dirs(toplevel.learner_dirs())
+        yield toplevel.module(name)
     finally:
         toplevel.close()
 
@@ -93,34 +90,31 @@ def test_patches_reach_names_the_learner_bound_at_import(tmp_path: Path) -> None
         assert module.synchronize is torch.cuda.synchronize and module.clock is print
 
 
-def test_amp_checks_never_demand_what_the_gpu_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)  # a T4
-    assert not runs_amp("cuda", torch.bfloat16) and runs_amp("cuda", torch.float16)
-    monkeypatch.setattr(torch.backends.mps, "is_macos_or_newer", lambda major, minor: (major, minor) <= (13, 6))
-    assert not runs_amp("mps", torch.bfloat16)
-    monkeypatch.setattr(torch, "__version__", "2.7.1")
-    assert not runs_amp("mps", torch.float16)  # GradScaler on MPS needs torch 2.8
-    monkeypatch.setattr(torch, "__version__", "2.10.0+cpu")
-    assert runs_amp("mps", torch.float16)
-    assert runs_amp("standin", torch.bfloat16) and runs_amp("standin", torch.float16)
-    mps, cuda = StandInDevice("mps"), StandInDevice("cuda")
-    assert not holds_dtype(mps, torch.float64) and holds_dtype(mps, torch.float16)  # ex3's dtype check
-    assert holds_dtype(cuda, torch.float64) and holds_dtype(CpuDevice(), torch.float64)
+def test_amp_checks_never_demand_what_the_gpu_lacks() -> None:
+    t4 = Hello("2.13.0", CudaFacts("Tesla T4", (7, 5), 15 * 2**30, 1), mps=False, cuda_bf16=False)
+    assert not runs_amp(t4, "cuda", torch.bfloat16) and runs_amp(t4, "cuda", torch.float16)
+    old_mac = Hello("2.7.1", None, mps=True, mps_bf16=False, mps_grad_scaler=False)
+    assert not runs_amp(old_mac, "mps", torch.bfloat16)
+    assert not runs_amp(old_mac, "mps", torch.float16)  # GradScaler on MPS needs torch 2.8
+    assert runs_amp(Hello("2.10.0", None, mps=True, mps_bf16=True, mps_grad_scaler=True), "mps", torch.float16)
+    assert runs_amp(t4, "standin", torch.bfloat16) and runs_amp(t4, "standin", torch.float16)
 
 
-def test_a_check_that_cannot_grade_fairly_on_the_gpu_gets_the_stand_in(fake_cuda: None) -> None:
-    assert open_accelerator("auto").mode == "cuda"
-    assert open_accelerator("auto", real_ok=lambda mode: mode != "cuda").mode == "standin"
-    assert open_accelerator("cpu").mode == "standin"
-    # Every kind a learner's function can be handed: the real one where there is one, else a stand-in.
-    assert [open_device(kind, "auto").label for kind in ("cpu", "cuda", "mps")] == [
-        "cpu", "cuda (Simulated GPU)", "mps (stand-in)"]
-    assert open_device("cuda", "cpu").label == "cuda (stand-in)"
+def test_the_learner_process_opens_the_session_the_judge_chose(fake_cuda: None) -> None:
+    assert isinstance(open_session(OpenDevice("cuda", standin=False)), RealSession)
+    assert open_session(OpenDevice("cuda", standin=False)).label == "cuda (Simulated GPU)"
+    assert isinstance(open_session(OpenDevice("mps", standin=True)), StandInSession)
+    assert open_session(OpenDevice("cpu", standin=False)).label == "cpu"
+
+
+def test_a_real_device_the_machine_lacks_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="no real mps"):
+        open_session(OpenDevice("mps", standin=False))
 
 
 def test_stand_in_fill_capacity_is_the_budget_in_chunks() -> None:
     chunk = CHUNK_MB * MiB
-    assert StandInDevice(budget_bytes=FILL_BUDGET).fill_capacity(chunk) == CHUNKS_THAT_FIT
+    assert StandInSession(budget_bytes=FILL_BUDGET).fill_capacity(chunk) == CHUNKS_THAT_FIT
 
 
 EVENT_TIMING = """

@@ -158,12 +158,14 @@ def test_forgeries_do_not_raise_the_score(tmp_path: Path, grade: Callable[..., G
     assert not (tmp_path / "report.yaml").exists() or "100" not in (tmp_path / "report.yaml").read_text()
 
 
-def test_pytest_patch_is_reported_as_tampering(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    folder = folder_with(tmp_path, "patcher", {"ex1_device": FORGERIES["patches_pytest"]})
+def test_patching_pytest_in_the_learner_process_changes_nothing(tmp_path: Path,
+                                                                 grade: Callable[..., Graded]) -> None:
+    """The checks run in the judge: the pytest a learner's file can patch is not the one that decides."""
+    folder = folder_with(tmp_path, "patcher", {"ex1_device": solution_text("ex1") + FORGERIES["patches_pytest"]})
     graded = grade(folder)
     assert graded.report is not None
-    assert "tampering" in graded.report["notes"]
-    assert "interfered with the grader" in graded.check("ex1.pick_device_returns_device")["message"]
+    assert graded.exercise("ex1")["score"] == 20.0, graded.exercise("ex1")
+    assert "tampering" not in graded.report["notes"]
 
 
 def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:

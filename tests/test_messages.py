@@ -20,9 +20,9 @@ import yaml
 from grader.course import CHECKS_DIR, LANGS, load_course
 from grader.errors import GraderFailureKind
 from grader.messages import check_messages, declared_texts, render
+from grader.protocol import RUNTIME_MESSAGES, StopKind
 from grader.results import CheckStatus, ExerciseStatus
 from grader.submission import ProblemKind
-from grader.toplevel import STOP_KINDS
 from tests.conftest import ROOT
 
 GRADER = ROOT / "grader"
@@ -65,12 +65,21 @@ def exercise_imports(path: Path) -> list[Path]:
 
 
 def runtime_ids() -> dict[str, str]:
-    """Message ids the grader itself reports: CheckOutcome(..., "<id>"), {"message": "<id>"}, and the
-    families built from closed sets (load problems, stopped cells, grader failures)."""
-    found = {f"load_{kind}": "grader/scoring.py" for kind in get_args(ProblemKind)}
-    found |= {f"top_level.{kind}": "grader/scoring.py" for kind in (*STOP_KINDS, "kept")}
+    """Message ids the grader itself reports: the protocol's closed set of runtime messages, and
+    the families built from closed sets (load problems, stopped cells, grader failures)."""
+    found = {message: "grader/protocol.py RuntimeMessage" for message in RUNTIME_MESSAGES}
+    found |= {f"load_{kind}": "grader/scoring.py" for kind in get_args(ProblemKind)}
+    found |= {f"top_level.{kind}": "grader/scoring.py" for kind in (*get_args(StopKind), "kept")}
     found |= {f"grader_error.{kind}": "grader/scoring.py" for kind in get_args(GraderFailureKind)}
-    found |= {"function_not_defined": "grader/scoring.py", "not_graded": "grader/scoring.py"}
+    found |= {"function_not_defined": "grader/scoring.py", "not_graded": "grader/scoring.py",
+              "absent": "grader/scoring.py"}
+    return found
+
+
+def used_runtime_ids() -> dict[str, str]:
+    """The message ids the grader's modules name in code: CheckOutcome(..., "<id>"), charge_rest's,
+    and the judge's ``return "<status>", "<id>", ...`` verdicts."""
+    found = {}
     for path in sorted(GRADER.glob("*.py")):
         for call in calls(path):
             where = f"{path.relative_to(ROOT)}:{call.lineno}"
@@ -79,14 +88,22 @@ def runtime_ids() -> dict[str, str]:
             if message_id:
                 found[message_id] = where
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Dict):
-                for key, value in zip(node.keys, node.values, strict=True):
-                    if not (isinstance(key, ast.Constant) and key.value == "message"):
-                        continue
-                    for choice in ((value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)):
-                        if isinstance(choice, ast.Constant) and isinstance(choice.value, str) and choice.value:
-                            found[choice.value] = f"{path.relative_to(ROOT)}:{node.lineno}"
+            if (isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 3
+                    and all(isinstance(e, ast.Constant) for e in node.value.elts[:2])
+                    and node.value.elts[0].value in get_args(CheckStatus) and node.value.elts[1].value):  # type: ignore[attr-defined]
+                found[node.value.elts[1].value] = f"{path.relative_to(ROOT)}:{node.lineno}"  # type: ignore[attr-defined]
     return found
+
+
+def test_every_runtime_message_the_grader_uses_is_in_the_closed_set() -> None:
+    known = runtime_ids()
+    unknown = {mid: where for mid, where in used_runtime_ids().items() if mid not in known}
+    assert unknown == {}, "add these to grader/protocol.py RuntimeMessage (and both catalogs)"
+    assert len(used_runtime_ids()) > 10  # the scan finds what it looks for
+    constants = {node.value for path in GRADER.glob("*.py") if path.name != "protocol.py"
+                 for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    assert sorted(set(RUNTIME_MESSAGES) - constants) == [], "runtime messages no code uses"
 
 
 def ui_keys() -> dict[str, str]:

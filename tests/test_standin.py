@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from grader.checks.ex2_timing.common import measured_interval
-from grader.checks.support.standin import MPS_FLOAT64, NO_CUDA, StandIn
+from grader.learner.standin import MPS_FLOAT64, NO_CUDA, StandIn
 
 
 @pytest.mark.parametrize("kind", ["cuda", "mps"])

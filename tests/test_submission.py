@@ -106,7 +106,7 @@ def test_notebook_with_ipython_syntax_compiles_and_maps_cells(tmp_path: Path) ->
 
     assert source.module == "submission"
     assert source.origin == "colab.ipynb"
-    # IPython forms become the calls IPython itself makes of them (answered by grader/kernel.py).
+    # IPython forms become the calls IPython itself makes of them (answered by grader/learner/kernel.py).
     assert source.text.split("\n") == [
         "get_ipython().run_line_magic('matplotlib', 'inline')",
         "get_ipython().system('pip install x')",

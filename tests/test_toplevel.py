@@ -14,25 +14,26 @@ from typing import Any
 
 import pytest
 
-from grader.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
+from grader.learner.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
+from grader.learner.toplevel import TopLevel, TopLevelLimits
+from grader.protocol import TopLevelEvent
 from grader.submission import load_submission
-from grader.toplevel import TopLevel, TopLevelLimits
 from tests.conftest import folder_with, run_cli, solution_text
 from tests.submissions.catalog import MODULES
 
 
 class Recorder:
     def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[TopLevelEvent] = []
 
-    def __call__(self, event: str, payload: dict[str, Any]) -> None:
-        self.events.append((event, payload))
+    def __call__(self, event: TopLevelEvent) -> None:
+        self.events.append(event)
 
     def stops(self) -> list[tuple[str, str, int | None]]:
-        return [(p["label"], p["kind"], p["line"]) for e, p in self.events if e == "cell_stop"]
+        return [(e.stop.label, e.stop.kind, e.stop.line) for e in self.events if e.stop is not None]
 
     def kept(self) -> dict[str, list[str]]:
-        return {p["label"]: p["kept"] for e, p in self.events if e == "cell_stop" and p["kept"]}
+        return {e.stop.label: list(e.stop.kept) for e in self.events if e.stop is not None and e.stop.kept}
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def test_a_failing_cell_stops_there_and_the_next_cell_runs(run: Any) -> None:
     assert heard.kept() == {"In [1]": ["pick_device"], "In [2]": ["SMALL_N_ANSWER", "later"]}
     assert module.SMALL_N_ANSWER == "B" and module.later() == 2 and not hasattr(module, "x")
     assert module.pick_device() == "redefined"
-    assert [e for e, _ in heard.events].count("cell_start") == 7  # the one that does not compile never starts
+    assert [e.event for e in heard.events].count("cell_start") == 7  # the one that does not compile never starts
 
 
 def test_a_cell_past_its_limit_is_stopped_and_the_budget_then_allows_definitions_only(run: Any) -> None:

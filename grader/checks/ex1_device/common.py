@@ -3,14 +3,15 @@ the messages several checks share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 import torch
 
-from grader.checks.ex1_device.simulate import availability
+from grader.checks.support.devices import RemoteWorld
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
+from grader.learner.values import type_name
 
 KEYS = {"type", "name", "count", "capability", "total_memory_bytes"}
 MESSAGES = {
@@ -36,16 +37,16 @@ MESSAGES = {
 
 def as_device(value: object) -> torch.device:
     if not isinstance(value, torch.device):
-        fail("ex1.not_a_device", got=type(value).__name__, value=repr(value)[:60])
+        fail("ex1.not_a_device", got=type_name(value), value=repr(value)[:60])
     return value
 
 
-def pick(ex1: LearnerModule, monkeypatch: pytest.MonkeyPatch, *, cuda: bool, mps: bool,
+def pick(ex1: LearnerModule, machine: Callable[..., RemoteWorld], *, cuda: bool, mps: bool,
          mps_built: bool = False) -> tuple[torch.device, torch.device, str]:
     """pick_device() on a machine with these devices: (what it returned, what it should, in words)."""
-    expected = availability(monkeypatch, cuda=cuda, mps=mps, mps_built=mps_built)
-    situation = f"cuda={cuda}, mps={mps}" + (", MPS built in but not available" if mps_built and not mps else "")
-    return as_device(ex1.pick_device()), expected, situation
+    with machine(cuda=cuda, mps=mps, mps_built=mps_built) as world:
+        returned = ex1.pick_device()
+    return as_device(returned), world.expected, world.situation
 
 
 def expect(info: Any, key: str, ok: bool, expected: object) -> None:
@@ -56,7 +57,7 @@ def expect(info: Any, key: str, ok: bool, expected: object) -> None:
 def check_common(info: Any, device: torch.device) -> None:
     """A dict whose type is the device's and whose name is a non-empty string."""
     if not isinstance(info, dict):
-        fail("ex1.describe_not_dict", got=type(info).__name__)
+        fail("ex1.describe_not_dict", got=type_name(info))
     expect(info, "type", info.get("type") == device.type, repr(device.type))
     name = info.get("name")
     expect(info, "name", isinstance(name, str) and bool(name.strip()), "a non-empty str")

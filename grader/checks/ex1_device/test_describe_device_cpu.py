@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
+
 import torch
 
 from grader.checks.ex1_device.common import check_common, check_not_cuda
+from grader.checks.support.devices import RemoteWorld
 from grader.checks.support.learner import LearnerModule
-from grader.checks.support.patching import monkeypatch_everywhere
 
 HINT = {
     "vi": "Đọc lại docstring: CPU có gì và không có gì (capability, tổng bộ nhớ).",
@@ -15,9 +16,9 @@ HINT = {
 }
 
 
-def test_describe_device_cpu(ex1: LearnerModule, cpu: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_describe_device_cpu(ex1: LearnerModule, cpu: torch.device, machine: Callable[..., RemoteWorld]) -> None:
     # Two GPUs present: a CPU's count is still 1, whatever torch.cuda.device_count() says.
-    monkeypatch_everywhere(monkeypatch, {(torch.cuda, "device_count"): lambda: 2})
-    info = ex1.describe_device(cpu)
+    with machine(cuda=True, mps=False, cuda_count=2):
+        info = ex1.describe_device(cpu)
     check_common(info, cpu)
     check_not_cuda(info)

@@ -7,6 +7,7 @@ import torch
 from grader.checks.ex1_device.common import KEYS
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
+from grader.learner.values import type_name
 
 HINT = {
     "vi": "Đọc lại mục \"Kiểm tra GPU\" và docstring của bài để biết năm khóa.",
@@ -25,7 +26,7 @@ MESSAGES = {
 def test_describe_device_keys(ex1: LearnerModule, cpu: torch.device) -> None:
     info = ex1.describe_device(cpu)
     if not isinstance(info, dict):
-        fail("ex1.describe_not_dict", got=type(info).__name__)
+        fail("ex1.describe_not_dict", got=type_name(info))
     missing, extra = KEYS - set(info), set(info) - KEYS
     if missing or extra:
         fail("ex1.describe_keys", missing=", ".join(sorted(missing)) or "-",

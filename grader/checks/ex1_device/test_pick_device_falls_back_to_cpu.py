@@ -3,9 +3,10 @@ is a hard-coded "cuda"; asking torch.backends.mps.is_built() instead of is_avail
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
 
 from grader.checks.ex1_device.common import pick
+from grader.checks.support.devices import RemoteWorld
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
 
@@ -23,11 +24,10 @@ MESSAGES = {
 }
 
 
-def test_pick_device_falls_back_to_cpu(ex1: LearnerModule, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pick_device_falls_back_to_cpu(ex1: LearnerModule, machine: Callable[..., RemoteWorld]) -> None:
     # A CPU-only box, and a Mac whose PyTorch has MPS built in but cannot use it (is_built() is not
     # is_available()).
     for mps_built in (False, True):
-        with monkeypatch.context() as machine:
-            device, expected, situation = pick(ex1, machine, cuda=False, mps=False, mps_built=mps_built)
+        device, expected, situation = pick(ex1, machine, cuda=False, mps=False, mps_built=mps_built)
         if device.type != expected.type:
             fail("ex1.hardcoded_cuda", situation=situation, got=device)

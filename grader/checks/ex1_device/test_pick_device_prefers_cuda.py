@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
 
 from grader.checks.ex1_device.common import pick
+from grader.checks.support.devices import RemoteWorld
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
 
@@ -14,7 +15,7 @@ HINT = {
 }
 
 
-def test_pick_device_prefers_cuda(ex1: LearnerModule, monkeypatch: pytest.MonkeyPatch) -> None:
-    device, expected, situation = pick(ex1, monkeypatch, cuda=True, mps=True)
+def test_pick_device_prefers_cuda(ex1: LearnerModule, machine: Callable[..., RemoteWorld]) -> None:
+    device, expected, situation = pick(ex1, machine, cuda=True, mps=True)
     if device.type != expected.type or device.index not in (None, 0):
         fail("ex1.wrong_order", situation=situation, got=device, expected=expected)

@@ -6,6 +6,7 @@ from grader.checks.ex1_device.common import as_device
 from grader.checks.support.devices import real_accelerator_type
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
+from grader.protocol import Hello
 
 HINT = {
     "vi": "Đọc lại mục \"device-agnostic\": device = torch.device(...).",
@@ -19,8 +20,8 @@ MESSAGES = {
 }
 
 
-def test_pick_device_returns_device(ex1: LearnerModule) -> None:
+def test_pick_device_returns_device(ex1: LearnerModule, hello: Hello) -> None:
     device = as_device(ex1.pick_device())
-    expected = real_accelerator_type() or "cpu"
+    expected = real_accelerator_type(hello) or "cpu"
     if device.type != expected:
         fail("ex1.wrong_device_here", got=device, expected=expected)

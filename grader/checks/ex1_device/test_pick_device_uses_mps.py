@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
 
 from grader.checks.ex1_device.common import pick
+from grader.checks.support.devices import RemoteWorld
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
 
@@ -22,7 +23,7 @@ MESSAGES = {
 }
 
 
-def test_pick_device_uses_mps(ex1: LearnerModule, monkeypatch: pytest.MonkeyPatch) -> None:
-    device, expected, situation = pick(ex1, monkeypatch, cuda=False, mps=True)
+def test_pick_device_uses_mps(ex1: LearnerModule, machine: Callable[..., RemoteWorld]) -> None:
+    device, expected, situation = pick(ex1, machine, cuda=False, mps=True)
     if device.type != expected.type:
         fail("ex1.ignores_mps", situation=situation, got=device)

@@ -16,7 +16,7 @@ from grader.checks.ex2_timing.common import REPEATS, device_matmuls, measured_in
 from grader.checks.support.devices import Device
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
-from grader.checks.support.standin import Event
+from grader.protocol import Event
 
 HINT = {
     "vi": "Đọc lại đoạn \"Vì sao cần torch.cuda.synchronize()\".",

@@ -8,6 +8,7 @@ from grader.checks.support.devices import Device
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
 from grader.checks.support.trusted import array_equal, ndarray_type, same_values, tensor_type
+from grader.learner.values import type_name
 
 MESSAGES = {
     "ex3.not_a_tensor": {
@@ -41,7 +42,7 @@ def roundtrip(ex3: LearnerModule, dev: Device, x: torch.Tensor) -> torch.Tensor:
     """``ex3.roundtrip(x, dev.device)``, inside ``with dev:``; it must return a tensor."""
     result = ex3.roundtrip(x, dev.device)
     if not isinstance(result, tensor_type):
-        fail("ex3.not_a_tensor", got=type(result).__name__)
+        fail("ex3.not_a_tensor", got=type_name(result))
     return result
 
 
@@ -49,7 +50,7 @@ def expect_array(result: object, expected: object, device: str = "") -> None:
     """to_numpy()'s result: an ndarray with the tensor's values."""
     params = {"device": device} if device else {}
     if not isinstance(result, ndarray_type):
-        fail("ex3.not_ndarray", got=type(result).__name__, **params)
+        fail("ex3.not_ndarray", got=type_name(result), **params)
     if not array_equal(result, expected):
         fail("ex3.numpy_wrong_values", **params)
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from grader.checks.ex3_roundtrip.common import expect_values, roundtrip
-from grader.checks.support.devices import Device, holds_dtype
+from grader.checks.support.devices import Device
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
 
@@ -28,7 +28,7 @@ MESSAGES = {
 def test_roundtrip_keeps_dtype(ex3: LearnerModule, devices: Callable[..., list[Device]]) -> None:
     for dev in devices("cuda", "mps"):
         for dtype in (torch.float64, torch.int64, torch.float16):
-            if not holds_dtype(dev, dtype):
+            if not dev.holds(dtype):
                 continue  # float64 on an Apple GPU: MPS has none, .to("mps") itself would fail
             expected = torch.arange(8).to(dtype) * 2 + 1
             with dev:

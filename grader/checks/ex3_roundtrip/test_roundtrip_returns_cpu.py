@@ -10,6 +10,7 @@ from grader.checks.ex3_roundtrip.common import roundtrip
 from grader.checks.support.devices import Device
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
+from grader.learner.values import device_of
 
 HINT = {
     "vi": "Đọc lại ba cách chuyển tensor: .cpu().",
@@ -26,6 +27,6 @@ MESSAGES = {
 def test_roundtrip_returns_cpu(ex3: LearnerModule, devices: Callable[..., list[Device]]) -> None:
     for dev in devices("cuda", "mps"):
         with dev:
-            where = roundtrip(ex3, dev, torch.ones(4)).device  # read inside: a stand-in's tag shows there
-        if where.type != "cpu":
+            where = device_of(roundtrip(ex3, dev, torch.ones(4)))  # where it was, in the learner process
+        if where != "cpu":
             fail("ex3.left_on_device", device=dev.label, got=where)

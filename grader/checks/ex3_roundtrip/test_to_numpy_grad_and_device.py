@@ -40,7 +40,7 @@ def test_to_numpy_grad_and_device(ex3: LearnerModule, devices: Callable[..., lis
                 fail("ex3.numpy_requires_grad", device=dev.label, error=raised.exc_text)
             expect_array(result, expected, dev.label)
             try:
-                result = ex3.to_numpy(torch.arange(5, dtype=torch.float32, device=dev.device))
+                result = ex3.to_numpy(dev.put(torch.arange(5, dtype=torch.float32)))
             except LearnerRaised as raised:
                 fail("ex3.numpy_on_device", device=dev.label, error=raised.exc_text)
             expect_array(result, expected, dev.label)

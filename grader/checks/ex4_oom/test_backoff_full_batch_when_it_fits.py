@@ -25,7 +25,7 @@ MESSAGES = {
 def test_backoff_full_batch_when_it_fits(ex4: LearnerModule, devices: Callable[..., list[Device]]) -> None:
     for dev in devices("cpu", "cuda"):
         with dev:
-            loss, micro, model = step(ex4, dev, None)
+            loss, micro, state = step(ex4, dev, None)
         if micro != BATCH:
             fail("ex4.shrinks_without_oom", device=dev.label, got=micro, batch=BATCH)
-        same_as_full_batch(dev, model, loss)
+        same_as_full_batch(dev, state, loss)

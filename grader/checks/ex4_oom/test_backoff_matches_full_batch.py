@@ -33,10 +33,10 @@ def test_backoff_matches_full_batch(ex4: LearnerModule, devices: Callable[..., l
     budget = budget_forcing_backoff()
     for dev in devices("cpu", "cuda"):
         with dev:
-            loss, micro, model = step(ex4, dev, budget)
+            loss, micro, state = step(ex4, dev, budget)
         if not isinstance(micro, int) or not 1 <= micro < BATCH:
             fail("ex4.micro_not_reduced", device=dev.label, got=micro, batch=BATCH)
         if micro not in halvings(BATCH):
             fail("ex4.micro_not_halved", device=dev.label, got=micro, batch=BATCH,
                  halves=", ".join(map(str, sorted(halvings(BATCH), reverse=True)[:4])))
-        same_as_full_batch(dev, model, loss)
+        same_as_full_batch(dev, state, loss)

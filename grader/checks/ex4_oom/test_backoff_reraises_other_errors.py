@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
-
-from grader.checks.ex4_oom.workload import make_problem, optimizer_for
 from grader.checks.support.devices import Device
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import LearnerRaised, fail
+from grader.learner.recipes import NOT_OOM
 
 HINT = {
     "vi": "Đọc lại bài tập 4: chỉ bắt lỗi hết bộ nhớ (torch.OutOfMemoryError), không bắt mọi RuntimeError.",
@@ -25,28 +23,13 @@ MESSAGES = {
               "a smaller micro-batch: catch only torch.OutOfMemoryError and let other errors through.",
     },
 }
-NOT_OOM = "grader's test error: mat1 and mat2 shapes cannot be multiplied (not an out-of-memory error)"
-
-
-def _breaks_once() -> Callable[..., torch.Tensor]:
-    """A loss function that raises a RuntimeError that is not an OOM, the first time only."""
-    calls = {"n": 0}
-
-    def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise RuntimeError(NOT_OOM)
-        return torch.nn.functional.cross_entropy(out, target)
-
-    return loss_fn
-
-
 def test_backoff_reraises_other_errors(ex4: LearnerModule, devices: Callable[..., list[Device]]) -> None:
     for dev in devices("cpu"):
         with dev:
-            model, inputs, targets = make_problem(dev.device)
+            model, inputs, targets, optimizer = dev.build("ex4.problem")
+            (breaks_once,) = dev.build("loss.breaks_once")  # a RuntimeError that is not an OOM, once
             try:
-                ex4.train_step_with_backoff(model, inputs, targets, _breaks_once(), optimizer_for(model))
+                ex4.train_step_with_backoff(model, inputs, targets, breaks_once, optimizer)
             except LearnerRaised as raised:
                 if NOT_OOM in raised.exc_text:
                     continue  # the error reached the caller

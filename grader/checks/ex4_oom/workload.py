@@ -9,18 +9,19 @@ instead of weighting it by its size no longer matches the full batch.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import torch
-from torch import nn
 
 from grader.checks.ex4_oom.budget import is_oom
 from grader.checks.support.devices import Device
 from grader.checks.support.learner import LearnerModule
-from grader.checks.support.meter import MemoryMeter
 from grader.checks.support.outcomes import LearnerRaised, fail
 from grader.checks.support.trusted import allclose, is_number
+from grader.learner.meter import MemoryMeter
+from grader.learner.recipes import EX4_BATCH, ex4_problem, ex4_reference_step
 
-BATCH = 602
+BATCH = EX4_BATCH
 MESSAGES = {
     "ex4.no_backoff": {
         "vi": "train_step_with_backoff() để lỗi hết bộ nhớ thoát ra: bắt nó, chia đôi micro-batch và thử lại với "
@@ -51,36 +52,6 @@ MESSAGES = {
 }
 
 
-def make_problem(device: torch.device) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(14)
-    # Wide and shallow: activations (batch x 2048) dominate the weights, so the peak memory
-    # of a step halves with the micro-batch and a budget can tell the sizes apart.
-    model = nn.Sequential(nn.Linear(32, 2048), nn.ReLU(), nn.Linear(2048, 4))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
-    inputs = torch.randn(BATCH, 32, generator=gen)
-    targets = torch.randint(0, 4, (BATCH,), generator=gen)
-    return model.to(device), inputs.to(device), targets.to(device)
-
-
-def optimizer_for(model: nn.Module) -> torch.optim.Optimizer:
-    return torch.optim.SGD(model.parameters(), lr=0.5)
-
-
-def reference_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, micro: int) -> tuple[float, int]:
-    """Gradient accumulation as the lesson teaches it, each chunk's loss scaled by its share."""
-    optimizer = optimizer_for(model)
-    optimizer.zero_grad(set_to_none=True)
-    total = 0.0
-    for xb, yb in zip(inputs.split(micro), targets.split(micro), strict=True):
-        loss = nn.functional.cross_entropy(model(xb), yb) * (len(xb) / len(inputs))
-        loss.backward()
-        total += loss.item()
-    optimizer.step()
-    return total, micro
-
-
 def halvings(batch: int) -> set[int]:
     """Every size that halving reaches from ``batch``, rounding down or up: 602, 301, 150 or 151, ..."""
     found: set[int] = set()
@@ -94,10 +65,10 @@ def halvings(batch: int) -> set[int]:
 
 
 def peak_bytes(micro: int) -> int:
-    model, inputs, targets = make_problem(torch.device("cpu"))
+    model, inputs, targets = ex4_problem(torch.device("cpu"))
     meter = MemoryMeter()
     with meter:
-        reference_step(model, inputs, targets, micro)
+        ex4_reference_step(model, inputs, targets, micro)
     return meter.peak
 
 
@@ -112,36 +83,36 @@ def budget_forcing_backoff() -> int:
     return (peak_bytes(BATCH // 2) + peak_bytes((BATCH + 3) // 4)) // 2  # between 301 and 151
 
 
-def step(ex4: LearnerModule, dev: Device, budget: int | None) -> tuple[object, object, nn.Module]:
-    """train_step_with_backoff on ``dev`` (inside ``with dev:``) under ``budget`` bytes of live tensors."""
-    model, inputs, targets = make_problem(dev.device)
-    meter = MemoryMeter(budget, f"{dev.label} (grader's budget)")
+def step(ex4: LearnerModule, dev: Device, budget: int | None) -> tuple[object, object, dict[str, Any]]:
+    """train_step_with_backoff on ``dev`` (inside ``with dev:``) under ``budget`` bytes of live tensors:
+    the loss and micro-batch it returned, and the model's state it left (``{"device", "params"}``)."""
+    model, inputs, targets, optimizer = dev.build("ex4.problem")
+    (loss_fn,) = dev.build("loss.cross_entropy")
     try:
-        with meter:
-            result = ex4.train_step_with_backoff(model, inputs, targets, torch.nn.functional.cross_entropy,
-                                                 optimizer_for(model))
+        with dev.instruments(meter_budget=budget):
+            result = ex4.train_step_with_backoff(model, inputs, targets, loss_fn, optimizer)
     except LearnerRaised as raised:
         if is_oom(raised):
             fail("ex4.no_backoff", error=raised.exc_text[:160])
         raise
     if not isinstance(result, tuple) or len(result) != 2:
         fail("ex4.backoff_not_pair", got=repr(result)[:60])
-    return result[0], result[1], model
+    return result[0], result[1], dev.inspect(model)
 
 
-def same_as_full_batch(dev: Device, model: nn.Module, loss: object) -> None:
+def same_as_full_batch(dev: Device, state: dict[str, Any], loss: object) -> None:
+    """The step's loss and the weights it left (read back from the learner process) match the
+    reference step on the full batch, computed here."""
     reference, expected_loss = trained_copy()
     if not is_number(loss) or abs(float(loss) - expected_loss) > 1e-4 * max(1.0, abs(expected_loss)):
         fail("ex4.wrong_loss", device=dev.label, got=loss, expected=f"{expected_loss:.6f}")
-    for mine, ref in zip(model.parameters(), reference.parameters(), strict=True):
+    for mine, ref in zip(state["params"], reference.parameters(), strict=True):
         if not allclose(mine.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-6):
             fail("ex4.grads_not_full_batch", device=dev.label)
 
 
-def trained_copy() -> tuple[nn.Module, float]:
-    model, inputs, targets = make_problem(torch.device("cpu"))
+def trained_copy() -> tuple[torch.nn.Module, float]:
+    model, inputs, targets = ex4_problem(torch.device("cpu"))
     reference = copy.deepcopy(model)
-    loss, _ = reference_step(reference, inputs, targets, BATCH)
+    loss = ex4_reference_step(reference, inputs, targets, BATCH)
     return reference, loss
-
-

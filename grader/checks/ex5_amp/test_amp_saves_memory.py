@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.ex5_amp.workload import make_problem, train
+from grader.checks.ex5_amp.workload import train
 from grader.checks.support.devices import Device, runs_amp
 from grader.checks.support.learner import LearnerModule
-from grader.checks.support.meter import MemoryMeter
 from grader.checks.support.outcomes import fail
+from grader.protocol import Hello
 
 HINT = {
     "vi": "Đọc lại bài tập 5: so sánh peak memory với bản FP32.",
@@ -32,15 +32,15 @@ AMP_PEAK_RATIO = 0.85
 
 
 def _peak(ex5: LearnerModule, dev: Device, dtype: torch.dtype | None) -> int:
-    model, inputs, targets = make_problem(4096, 64, 256)
-    meter = MemoryMeter()
-    with meter:
-        train(ex5, model, inputs, targets, dev.device, 1, dtype)
-    return meter.peak
+    """The peak of live tensors during one step (inside ``with dev:``), measured in the learner process."""
+    problem = dev.build("ex5.problem", 4096, 64, 256)
+    with dev.instruments(meter=True) as figures:
+        train(ex5, dev, problem, 1, dtype)
+    return figures.peak
 
 
-def test_amp_saves_memory(ex5: LearnerModule, devices: Callable[..., list[Device]]) -> None:
-    for dev in devices("cuda", "mps", real_ok=lambda mode: runs_amp(mode, torch.bfloat16)):
+def test_amp_saves_memory(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello) -> None:
+    for dev in devices("cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.bfloat16)):
         with dev:
             fp32 = _peak(ex5, dev, None)
             amp = _peak(ex5, dev, torch.bfloat16)

@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.ex5_amp.workload import make_problem, reduced_matmuls, train
+from grader.checks.ex5_amp.workload import SMALL, reduced_matmuls, train
 from grader.checks.support.devices import Device, runs_amp
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
+from grader.protocol import Hello
 
 HINT = {
     "vi": "Đọc lại mục \"Mixed precision\": autocast bọc forward pass.",
@@ -19,10 +20,9 @@ HINT = {
 STEPS = 2
 
 
-def test_bf16_uses_autocast(ex5: LearnerModule, devices: Callable[..., list[Device]]) -> None:
-    for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(mode, torch.bfloat16)):
-        model, inputs, targets = make_problem(64, 8, 32, 3)
+def test_bf16_uses_autocast(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello) -> None:
+    for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.bfloat16)):
         with dev:
-            train(ex5, model, inputs, targets, dev.device, STEPS, torch.bfloat16)
+            train(ex5, dev, dev.build("ex5.problem", *SMALL), STEPS, torch.bfloat16)
         if reduced_matmuls(dev, torch.bfloat16) == 0:
             fail("ex5.no_autocast", device=dev.label, dtype="bfloat16")

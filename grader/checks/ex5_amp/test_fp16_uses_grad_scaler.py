@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 import torch
 
-from grader.checks.ex5_amp.workload import make_problem, reduced_matmuls, train, watch_amp
+from grader.checks.ex5_amp.workload import SMALL, reduced_matmuls, train
 from grader.checks.support.devices import Device, runs_amp
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
+from grader.protocol import Hello
 
 HINT = {
     "vi": "Đọc lại: FP16 cần GradScaler, BF16 thì không.",
@@ -36,12 +36,10 @@ MESSAGES = {
 STEPS = 2
 
 
-def test_fp16_uses_grad_scaler(ex5: LearnerModule, devices: Callable[..., list[Device]],
-                               monkeypatch: pytest.MonkeyPatch) -> None:
-    for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(mode, torch.float16)):
-        model, inputs, targets = make_problem(64, 8, 32, 3)
-        with monkeypatch.context() as patch, watch_amp(patch) as calls, dev:
-            train(ex5, model, inputs, targets, dev.device, STEPS, torch.float16)
+def test_fp16_uses_grad_scaler(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello) -> None:
+    for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.float16)):
+        with dev, dev.instruments(watch_amp=True) as calls:
+            train(ex5, dev, dev.build("ex5.problem", *SMALL), STEPS, torch.float16)
         if reduced_matmuls(dev, torch.float16) == 0:
             fail("ex5.no_autocast", device=dev.label, dtype="float16")
         if min(calls.scale, calls.step, calls.update) < STEPS and calls.disabled:

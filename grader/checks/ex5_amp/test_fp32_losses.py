@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex5_amp.workload import make_problem, reference_fp32, train
+from grader.checks.ex5_amp.workload import SMALL, reference_fp32, train
 from grader.checks.support.devices import Device
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
@@ -26,11 +26,10 @@ STEPS = 3
 
 
 def test_fp32_losses(ex5: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+    expected = reference_fp32(SMALL, STEPS)
     for dev in devices("cpu", "cuda", "mps"):
-        model, inputs, targets = make_problem(64, 8, 32, 3)
-        expected = reference_fp32(model, inputs, targets, STEPS)
         with dev:
-            losses = train(ex5, model, inputs, targets, dev.device, STEPS, None, strict=True)
+            losses = train(ex5, dev, dev.build("ex5.problem", *SMALL), STEPS, None, strict=True)
         for got, want in zip(losses, expected, strict=True):
             if abs(got - want) > 1e-4 * max(1.0, abs(want)):
                 fail("ex5.fp32_mismatch", device=dev.label, got=f"{got:.5f}", expected=f"{want:.5f}")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 import torch
 
-from grader.checks.ex5_amp.workload import make_problem, train, watch_amp
+from grader.checks.ex5_amp.workload import SMALL, train
 from grader.checks.support.devices import Device, runs_amp
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import fail
+from grader.protocol import Hello
 
 HINT = {
     "vi": "Đọc lại: torch.cuda.amp.autocast() đã deprecated.",
@@ -25,11 +25,9 @@ MESSAGES = {
 }
 
 
-def test_modern_amp_api(ex5: LearnerModule, devices: Callable[..., list[Device]],
-                        monkeypatch: pytest.MonkeyPatch) -> None:
-    for dev in devices("cpu", "cuda", real_ok=lambda mode: runs_amp(mode, torch.float16)):
-        model, inputs, targets = make_problem(64, 8, 32, 3)
-        with monkeypatch.context() as patch, watch_amp(patch) as calls, dev:
-            train(ex5, model, inputs, targets, dev.device, 1, torch.float16)
+def test_modern_amp_api(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello) -> None:
+    for dev in devices("cpu", "cuda", real_ok=lambda mode: runs_amp(hello, mode, torch.float16)):
+        with dev, dev.instruments(watch_amp=True) as calls:
+            train(ex5, dev, dev.build("ex5.problem", *SMALL), 1, torch.float16)
         if calls.deprecated:
             fail("ex5.deprecated_amp", device=dev.label, api=", ".join(sorted(set(calls.deprecated))))

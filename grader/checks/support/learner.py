@@ -1,117 +1,231 @@
-"""The learner's module as checks see it: its top level run once, every call guarded.
+"""The learner's code as checks see it: a module whose functions run in the learner process.
 
-A call to a learner function that raises becomes LearnerRaised (with the learner's line),
-a missing function or NotImplementedError becomes NotAttempted, so a check body reads
-like the exercise: ``y = ex3.roundtrip(x, device)``. The module itself is run by
-grader/toplevel.py, cell by cell, before the first check: it never fails as a whole.
+``ex3.roundtrip(x, dev.device)`` sends the call (its arguments as plain data), waits for the
+answer and returns the value the learner's function returned, rebuilt here as base tensors,
+arrays and Python values. A call that raised becomes LearnerRaised (with the learner's own line),
+a missing function or NotImplementedError becomes NotAttempted, one past its deadline TimedOut:
+so a check body reads like the exercise. Tensor arguments come back updated (what the learner's
+function did to them), and what it printed and the device's events go to the open device
+(grader/checks/support/devices.py).
+
+If the learner process ends, stops answering or sends what is not a message, ``LearnerGone``
+ends the check — and the judge (grader/judge.py): the grader settles that check and carries on
+with a fresh pair of processes.
 """
 
 from __future__ import annotations
 
-import sys
-import traceback
-from collections.abc import Callable
-from types import ModuleType
-from typing import Any
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from grader.checks.support.outcomes import AlreadyTimedOut, LearnerRaised, NotAttempted
-from grader.submission import SourceFile
-from grader.toplevel import TopLevel
+import torch
 
-# pytest-timeout's Failed and pytest's own outcomes must pass through untouched.
-_PASS_THROUGH: tuple[type[BaseException], ...] = (GeneratorExit,)
-try:
-    from _pytest.outcomes import OutcomeException
+from grader.checks.support.outcomes import AlreadyTimedOut, GraderInternal, LearnerRaised, NotAttempted, TimedOut
+from grader.learner.values import DEVICE_ATTR, decode_value, encode_value, reference
+from grader.protocol import (
+    Answer,
+    Call,
+    Calling,
+    Connection,
+    Failed,
+    Hello,
+    LearnerMessage,
+    ProtocolError,
+    Raised,
+    Returned,
+    Value,
+)
+from grader.protocol import (
+    TimedOut as TimedOutReport,
+)
 
-    _PASS_THROUGH = (*_PASS_THROUGH, OutcomeException)
-except ImportError:  # pragma: no cover - pytest is always there in the child
-    pass
-
-
-def learner_location(exc: BaseException, source: SourceFile, filename: str) -> str:
-    """The deepest frame of the traceback that is in the learner's file."""
-    line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if frame.filename == filename and frame.lineno:
-            line = frame.lineno
-    return source.where(line) if line else source.origin
-
-
-_LEARNER_DIRS: set[str] = set()  # where the learner's modules (and a folder's helpers) live
-
-
-def learner_namespaces() -> list[dict[str, Any]]:
-    """The globals of every imported module whose file is in the learner's work dir."""
-    namespaces = []
-    for module in list(sys.modules.values()):
-        filename = getattr(module, "__file__", None)
-        if isinstance(filename, str) and filename.startswith(tuple(_LEARNER_DIRS)):
-            namespaces.append(vars(module))
-    return namespaces
+if TYPE_CHECKING:
+    from grader.checks.support.devices import RemoteDevice
 
 
-def clear_learner_caches() -> None:
-    """functools caches in the learner's modules forget what they cached (an lru_cache'd
-    ``is_torch_cuda_available()``, as transformers and Lightning write them): each check, and each
-    machine ex1 simulates, is asked afresh."""
-    for namespace in learner_namespaces():
-        for value in list(namespace.values()):
-            members = list(vars(value).values()) if isinstance(value, type) else []
-            for obj in (value, *members):
-                func = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
-                clear = getattr(func, "cache_clear", None)
-                if callable(clear) and hasattr(func, "cache_info"):
-                    clear()
+class LearnerGone(BaseException):  # noqa: N818 - not an error of the check's: the process is gone
+    """The learner process ended, stopped answering or broke the protocol. A BaseException: no
+    check's ``except`` catches it."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class Figures:
+    """What a call's instruments measured (``with learner.instruments(...) as figures``)."""
+
+    peak: int = 0
+    scale: int = 0
+    step: int = 0
+    update: int = 0
+    disabled: int = 0
+    deprecated: list[str] = field(default_factory=list)
+
+    def add(self, measured: dict[str, Any]) -> None:
+        self.peak = max(self.peak, int(measured.get("peak", 0) or 0))
+        for name in ("scale", "step", "update", "disabled"):
+            setattr(self, name, getattr(self, name) + int(measured.get(name, 0) or 0))
+        self.deprecated += [str(api)[:80] for api in measured.get("deprecated", ())][:10]
+
+
+@dataclass
+class _Options:
+    meter: bool = False
+    meter_budget: int | None = None
+    watch_amp: bool = False
+    figures: Figures = field(default_factory=Figures)
+
+
+class Built:
+    """The objects a recipe built in the learner process: pass them to the learner's functions as
+    they are (``model, inputs, targets, optimizer = dev.build("ex4.problem")``)."""
+
+    def __init__(self, handle: int, part: int, type_name: str) -> None:
+        self.handle, self.part, self.type_name = handle, part, type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} built in the learner process>"
+
+
+def _encode(value: Any) -> Any:
+    """A check's argument as plain data; built objects as references the learner process resolves."""
+    if isinstance(value, Built):
+        return reference(value.handle, value.part)
+    if type(value) in (tuple, list) and any(isinstance(v, Built) for v in value):
+        items = [_encode(v) for v in value]
+        return {"$tuple": items} if type(value) is tuple else items
+    return encode_value(value)
+
+
+class LearnerProcess:
+    """The judge's end of the socket: one request, one answer, in order."""
+
+    def __init__(self, conn: Connection, hello: Hello, report: Callable[[Any], None]) -> None:
+        self.conn = conn
+        self.hello = hello
+        self.report = report  # to the grader (the signed channel)
+        self.devices: list[RemoteDevice] = []  # open device sessions, innermost last
+        self.in_flight: str | None = None  # the learner function a call waits on
+        self.check_deadline = time.monotonic() + 30.0  # set by the judge when a check starts
+        self._options: list[_Options] = []
+
+    def ask(self, request: Any) -> Any:
+        """Send ``request``; its answer. A Failed answer is the grader's (a bug, or learner code that
+        took the device layer apart): GraderInternal."""
+        try:
+            self.conn.send(request)
+            answer = self.conn.receive(LearnerMessage)
+        except (EOFError, OSError) as exc:
+            raise LearnerGone("ended", str(exc)) from None
+        except ProtocolError as exc:
+            raise LearnerGone("broke_protocol", str(exc)) from None
+        if isinstance(answer, Failed):
+            raise GraderInternal(answer.error)
+        return answer
+
+    def expect(self, request: Any, kind: type) -> Any:
+        answer = self.ask(request)
+        if not isinstance(answer, kind):
+            raise LearnerGone("broke_protocol", f"a {type(answer).__name__} answering a {type(request).__name__}")
+        return answer
+
+    @contextlib.contextmanager
+    def instruments(self, *, meter: bool = False, meter_budget: int | None = None,
+                    watch_amp: bool = False) -> Iterator[Figures]:
+        """Calls inside are measured: the peak of live tensors (``meter``; past ``meter_budget`` bytes
+        they run out of memory), GradScaler's calls and deprecated AMP APIs (``watch_amp``)."""
+        options = _Options(meter, meter_budget, watch_amp)
+        self._options.append(options)
+        try:
+            yield options.figures
+        finally:
+            self._options.remove(options)
+
+    def decode(self, data: Any) -> Any:
+        try:
+            return decode_value(data)
+        except (ProtocolError, TypeError, ValueError, KeyError) as exc:
+            raise LearnerGone("broke_protocol", f"a malformed value: {exc}") from None
+
+    def call(self, exercise: str, module: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        options = self._options[-1] if self._options else _Options()
+        function = f"{module}.{name}"
+        self.report(Calling(function))
+        request = Call(exercise, name, tuple(_encode(a) for a in args), {k: _encode(v) for k, v in kwargs.items()},
+                       deadline_s=max(self.check_deadline - time.monotonic(), 0.5),
+                       meter=options.meter, meter_budget=options.meter_budget, watch_amp=options.watch_amp)
+        self.in_flight = function
+        answer = self.ask(request)
+        self.in_flight = None
+        if not isinstance(answer, (Returned, Raised)):
+            raise LearnerGone("broke_protocol", f"a {type(answer).__name__} answering a call")
+        device = self.devices[-1] if self.devices else None
+        if device is not None:
+            device.heard(answer.events, answer.printed)
+        if isinstance(answer, Raised):
+            self._raise(answer, function, device)
+        assert isinstance(answer, Returned)
+        options.figures.add(dict(answer.measured))
+        for arg, after in zip(args, answer.after, strict=False):
+            if isinstance(arg, torch.Tensor) and after is not None:
+                _update(arg, self.decode(after))
+        return self.decode(answer.value)
+
+    def _raise(self, answer: Raised, function: str, device: RemoteDevice | None) -> None:
+        name = answer.name[:80]
+        if answer.kind == "not_attempted":
+            raise NotAttempted(name)
+        if answer.kind == "already_timed_out":
+            raise AlreadyTimedOut(name)
+        if answer.kind == "timed_out":
+            self.report(TimedOutReport(function))
+            raise TimedOut(name)
+        raised = LearnerRaised(answer.text, answer.where, name)
+        if device is not None:
+            raised.params["device"] = device.label
+        raise raised
+
+    def value(self, exercise: str, name: str) -> Any:
+        answer = self.ask(Value(exercise, name))
+        if isinstance(answer, Raised):
+            raise NotAttempted(name)
+        if not isinstance(answer, Answer):
+            raise LearnerGone("broke_protocol", f"a {type(answer).__name__} answering a value")
+        return self.decode(answer.value)
+
+
+def _update(tensor: torch.Tensor, after: Any) -> None:
+    """The judge's copy of an argument, as the learner's function left it (values, device)."""
+    if not isinstance(after, torch.Tensor):
+        return
+    with torch.no_grad():
+        tensor.data = after.detach()
+    setattr(tensor, DEVICE_ATTR, getattr(after, DEVICE_ATTR, "cpu"))
 
 
 class LearnerModule:
-    def __init__(self, source: SourceFile, toplevel: TopLevel) -> None:
-        self._source = source
-        self._toplevel = toplevel
-        _LEARNER_DIRS.update(toplevel.learner_dirs())
+    """One exercise's learner module: ``ex3.roundtrip(...)`` calls it in the learner process."""
 
-    @property
-    def source(self) -> SourceFile:
-        return self._source
-
-    def load(self) -> ModuleType:
-        """The module, its top level run (once per process)."""
-        return self._toplevel.module(self._source.module)
+    def __init__(self, process: LearnerProcess, exercise: str, module: str) -> None:
+        self._process = process
+        self._exercise = exercise
+        self._module = module
 
     def value(self, name: str) -> Any:
-        module = self.load()
-        if not hasattr(module, name):
-            raise NotAttempted(name)
-        return getattr(module, name)
+        """A module-level value (``SMALL_N_ANSWER``); NotAttempted when it is not there."""
+        return self._process.value(self._exercise, name)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
             raise AttributeError(name)
-        func = self.value(name)
-        if not callable(func):
-            raise NotAttempted(name)
-        return self._guard(name, func)
-
-    def _guard(self, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
-        source = self._source
-        toplevel = self._toplevel
-        filename = toplevel.filename(source)
-        key = f"{source.module}.{name}"
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            # A function that ran past one check's limit costs the next checks no more waiting.
-            if key in toplevel.timed_out:
-                raise AlreadyTimedOut(name)
-            toplevel.listener("calling", {"function": key})
-            try:
-                return func(*args, **kwargs)
-            except NotImplementedError:
-                raise NotAttempted(name) from None
-            except _PASS_THROUGH as exc:
-                if str(exc).startswith("Timeout"):  # pytest-timeout stopped it
-                    toplevel.timed_out.add(key)
-                raise
-            except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt too: learner code must not end grading
-                raise LearnerRaised(exc, learner_location(exc, source, filename), name) from None
+            return self._process.call(self._exercise, self._module, name, args, kwargs)
 
         return call

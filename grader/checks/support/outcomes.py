@@ -1,8 +1,8 @@
-"""How a check ends other than by passing. The child's plugin turns these into results.
+"""How a check ends other than by passing. The judge's plugin turns these into results.
 
 Checks call ``fail("ex3.to_not_assigned", got=...)``: the message id names a text that the
 check module declares in its ``MESSAGES`` (vi and en, next to the code that fails with it), and
-the parent renders it in the report's language, so the child never needs learner-facing text.
+the grader renders it in the report's language, so the judge never needs learner-facing text.
 ``device=`` (set for a check's failure inside ``with dev:``) makes the message say where.
 """
 
@@ -27,14 +27,22 @@ class NotAttempted(Exception):
 
 
 class LearnerRaised(Exception):
-    """The learner's code raised; ``where`` points into the learner's own file."""
+    """The learner's code raised (in the learner process); ``where`` points into the learner's file."""
 
-    def __init__(self, exc: BaseException, where: str, during: str) -> None:
-        super().__init__(f"{type(exc).__name__}: {exc}")
-        self.exc_text = f"{type(exc).__name__}: {str(exc).strip()[:400]}"
+    def __init__(self, exc_text: str, where: str, during: str) -> None:
+        super().__init__(exc_text)
+        self.exc_text = exc_text[:400]
         self.where = where
         self.during = during
         self.params: dict[str, str] = {}  # "device": where it happened, when a check ran it on several
+
+
+class TimedOut(Exception):
+    """The learner's function ran past the check's time limit (the learner process interrupted it)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
 class AlreadyTimedOut(Exception):
@@ -43,6 +51,10 @@ class AlreadyTimedOut(Exception):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.name = name
+
+
+class GraderInternal(Exception):
+    """The learner process could not do what a check asked: a bug of the grader's, never the learner's verdict."""
 
 
 def fail(message_id: str, **params: Any) -> NoReturn:

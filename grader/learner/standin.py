@@ -42,8 +42,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-from grader.checks.support.meter import MemoryMeter, MiB
-from grader.checks.support.patching import Target, patched
+from grader.learner.meter import MemoryMeter, MiB
+from grader.learner.patching import Target, patched
+from grader.protocol import Event
 
 Kind = Literal["cuda", "mps"]
 TAG = "_standin_device"
@@ -112,21 +113,6 @@ class Timeline:
 
     def synchronize(self) -> None:
         self.host = max(self.host, self.device_free)
-
-
-@dataclass(frozen=True)
-class Event:
-    """Something the learner's code did, in order, for checks to read."""
-
-    # "matmul" | "op" | "sync" | "clock" | "h2d" | "d2h" | "d2h_async" | "empty_cache" | "memory_read" | "mismatch"
-    kind: str
-    device: str = ""
-    host: float = 0.0  # virtual (stand-in) or real seconds when it happened
-    live_bytes: int = 0
-    dtype: str = ""
-    value: float = 0.0  # a clock read: the value the learner's code got (in seconds)
-    source: str = ""  # a clock read: which clock ("perf_counter", "time", "cuda.Event", ...)
-    drained: bool | None = None  # the device had finished all its work (known on a stand-in only)
 
 
 def device_tag(t: torch.Tensor) -> str:

@@ -25,9 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
-from grader.checks.support.learner import learner_namespaces
+from grader.learner.calls import learner_namespaces
 
 Target = tuple[object, str]  # (owner, attribute): (time, "perf_counter")
 
@@ -133,21 +131,3 @@ def patched(replacements: Mapping[Target, object]) -> Iterator[None]:
             setattr(owner, attr, original)
         for redirect in reversed(redirects):
             redirect.undo()
-
-
-def monkeypatch_everywhere(monkeypatch: pytest.MonkeyPatch, replacements: Mapping[Target, object]) -> None:
-    """``patched`` through pytest's monkeypatch: undone when the check ends."""
-    resolved = _resolve(replacements)
-    for namespace, name, _, value in _learner_bindings(resolved):
-        monkeypatch.setitem(namespace, name, value)
-    redirected: set[int] = set()
-    for (owner, attr), value in resolved.items():
-        original = getattr(owner, attr)
-        if _redirectable(original) and original is not value and id(original) not in redirected:
-            redirected.add(id(original))
-            name = f"__grader_redirect_{id(original)}__"
-            monkeypatch.setitem(original.__globals__, name, value)
-            monkeypatch.setattr(original, "__code__", _trampoline(name))
-            monkeypatch.setattr(original, "__defaults__", None)
-            monkeypatch.setattr(original, "__kwdefaults__", None)
-        monkeypatch.setattr(owner, attr, value)

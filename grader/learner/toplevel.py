@@ -13,16 +13,15 @@ Two limits (course.yaml `limits`): each cell gets `cell_timeout_s`, the whole to
 code (one huge matmul) cannot be interrupted here: the parent kills the process at the cell's
 deadline, records it, and the next process skips that cell (``skip``).
 
-The listener hears every step, so the parent knows which cell is running: ``importing`` and
-``imported`` (a module), ``cell_start``, ``cell_stop`` (a CellStop, as a dict), ``cell_end``, and
-``cell_kept`` (what a skipped cell still defined).
+The listener hears every step (a protocol TopLevelEvent), so the grader knows which cell is
+running: ``importing`` and ``imported`` (a module), ``cell_start``, ``cell_stop`` (with its
+CellStop), ``cell_end``, and ``cell_kept`` (what a skipped cell still defined).
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import dataclasses
 import gc
 import importlib.abc
 import importlib.machinery
@@ -36,14 +35,12 @@ import types
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from grader.kernel import NoInput, NotRunHere
+from grader.learner.kernel import NoInput, NotRunHere
+from grader.protocol import CellStop, StopKind, TopLevelEvent
 from grader.submission import Cell, SourceFile
 
-StopKind = Literal["syntax_error", "no_gpu", "missing_module", "input", "timeout", "exit", "ended_process", "memory",
-                   "ipython", "error", "budget"]
-STOP_KINDS: tuple[StopKind, ...] = StopKind.__args__  # type: ignore[attr-defined]
 # What the learner's code running out of memory looks like from inside the process.
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "OutOfMemoryError", "out of memory")
 # What PyTorch says when the code wants a GPU the machine does not have (lower case).
@@ -51,23 +48,7 @@ NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "c
                 "cuda error", "cuda-capable device", "cuda is not available", "torch.cuda.is_available() is false",
                 "not compiled with mps", "mps backend", "mps is not available", "invalid device ordinal", "nvml")
 DEFINITIONS_ALLOWANCE_S = 5.0  # for the definitions of a cell that stopped (an import can be slow)
-Listener = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class CellStop:
-    """A cell that did not run to its end, and why."""
-
-    module: str
-    index: int  # which of the module's cells
-    label: str
-    line: int | None  # the line within the cell where it stopped
-    kind: StopKind
-    error: str  # one line
-    kept: tuple[str, ...] = ()  # what its later definitions still made (functions, classes, constants)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "kept": list(self.kept)}
+Listener = Callable[[TopLevelEvent], None]
 
 
 @dataclass(frozen=True)
@@ -77,8 +58,9 @@ class TopLevelLimits:
     skip: frozenset[tuple[str, int]] = frozenset()  # cells an earlier process could not finish
 
 
-class CellTimedOut(BaseException):
-    """The cell's time is up (SIGALRM). Not an Exception: `except Exception` in the cell lets it through."""
+class TimeUp(BaseException):
+    """A cell's (or a call's) time is up (SIGALRM). Not an Exception: `except Exception` in the
+    learner's code lets it through."""
 
 
 def one_line(exc: BaseException, limit: int = 200) -> str:
@@ -92,7 +74,7 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
 
 def classify(exc: BaseException) -> StopKind:
     """Why a cell stopped, in the words the report explains."""
-    if isinstance(exc, CellTimedOut):
+    if isinstance(exc, TimeUp):
         return "timeout"
     if isinstance(exc, NoInput):
         return "input"
@@ -159,7 +141,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.listener = listener
         self.spent = 0.0
         # Learner functions ("ex2_timing.time_matmul") that ran past a check's limit in this run:
-        # later checks that call them are charged at once (grader/checks/support/learner.py).
+        # later calls of them are answered at once (grader/learner/calls.py).
         self.timed_out: set[str] = set()
         self._deadlines: list[float] = []  # the running cells' deadlines (a cell may import a module)
         self._previous_handler: Any = None
@@ -191,10 +173,10 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__file__ = filename
         lines = source.text.splitlines(keepends=True)
         linecache.cache[filename] = (len(source.text), None, lines, filename)  # tracebacks show the lines
-        self.listener("importing", {"module": source.module})
+        self.listener(TopLevelEvent("importing", source.module))
         for index, cell in enumerate(source.cells):
             self._run_cell(source, index, cell, module.__dict__)
-        self.listener("imported", {"module": source.module})
+        self.listener(TopLevelEvent("imported", source.module))
 
     def close(self) -> None:
         """Stop answering imports (the sandbox never needs to; tests that build one do)."""
@@ -225,19 +207,19 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return
         if (source.module, index) in self.limits.skip:  # it ended an earlier process: the parent said why
             kept = self._keep_definitions(source, tree.body, namespace)
-            self.listener("cell_kept", {"module": source.module, "index": index, "kept": list(kept)})
+            self.listener(TopLevelEvent("cell_kept", source.module, index, cell.label, kept=kept))
             return
         if self.budget_left() <= 0:
             kept = self._keep_definitions(source, tree.body, namespace)
             error = f"the top level ran past its {self.limits.budget_s:g} s"
             self._stop(source, index, cell, None, "budget", error, kept)
             return
-        self.listener("cell_start", {"module": source.module, "index": index, "label": cell.label})
+        self.listener(TopLevelEvent("cell_start", source.module, index, cell.label))
         started = time.monotonic()
         snapshot = dict(namespace)
         node: ast.stmt | None = None
         try:
-            with self._alarm(min(self.limits.cell_timeout_s, self.budget_left())):
+            with self.alarm(min(self.limits.cell_timeout_s, self.budget_left())):
                 for node in tree.body:
                     exec(compile(ast.Module([node], []), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
                 node = None
@@ -252,24 +234,25 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             self._stop(source, index, cell, line, kind, limit if kind == "timeout" else one_line(exc), kept)
         finally:
             self.spent += time.monotonic() - started
-            self.listener("cell_end", {"module": source.module, "index": index})
+            self.listener(TopLevelEvent("cell_end", source.module, index, cell.label))
 
     def _stop(self, source: SourceFile, index: int, cell: Cell, line: int | None,  # noqa: PLR0917
               kind: StopKind, error: str, kept: tuple[str, ...] = ()) -> None:
         in_cell = line - cell.start + 1 if line is not None else None
-        self.listener("cell_stop", CellStop(source.module, index, cell.label, in_cell, kind, error, kept).as_dict())
+        self.listener(TopLevelEvent("cell_stop", source.module, index, cell.label,
+                                    stop=CellStop(source.module, index, cell.label, in_cell, kind, error, kept)))
 
     def _keep_definitions(self, source: SourceFile, nodes: list[ast.stmt],
                           namespace: dict[str, Any]) -> tuple[str, ...]:
         filename = self.filename(source)
         kept: list[str] = []
-        with contextlib.suppress(CellTimedOut), self._alarm(DEFINITIONS_ALLOWANCE_S):
+        with contextlib.suppress(TimeUp), self.alarm(DEFINITIONS_ALLOWANCE_S):
             for node in nodes:
                 if not _is_definition(node):
                     continue
                 try:
                     exec(compile(ast.Module([node], []), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
-                except CellTimedOut:
+                except TimeUp:
                     raise
                 except BaseException:  # noqa: BLE001, S112 - a definition that fails is not made
                     continue
@@ -278,8 +261,8 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return tuple(dict.fromkeys(kept))
 
     @contextlib.contextmanager
-    def _alarm(self, seconds: float) -> Iterator[None]:
-        """SIGALRM raises CellTimedOut in the cell after ``seconds`` (or its outer cell's deadline)."""
+    def alarm(self, seconds: float) -> Iterator[None]:
+        """SIGALRM raises TimeUp in the learner's code after ``seconds`` (or the enclosing deadline)."""
         deadline = time.monotonic() + max(seconds, 0.001)
         if self._deadlines:
             deadline = min(deadline, self._deadlines[-1])
@@ -314,7 +297,7 @@ def _parse(code: str, filename: str, first_line: int) -> ast.Module:
 
 
 def _on_alarm(signum: int, frame: object) -> None:
-    raise CellTimedOut
+    raise TimeUp
 
 
 def _restore(namespace: dict[str, Any], snapshot: dict[str, Any]) -> None:

@@ -1,0 +1,49 @@
+"""``python -m grader.learner FD DEVICE``: the learner process (or ``main()``, forked by a server).
+
+Before any learner code exists here it sends the judge what this machine has (``Hello``); then it
+waits for ``Start``, runs the learner's top level and answers requests until the judge hangs up.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+from grader.learner.devices import apply_gpu_share, hello
+from grader.learner.kernel import Kernel, install
+from grader.learner.runner import Runner
+from grader.protocol import Connection, ProtocolError, Start
+
+
+def main(fd: int, device: str) -> int:
+    conn = Connection(fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    apply_gpu_share()
+    conn.send(hello(device))
+    code = 0
+    try:
+        start = conn.receive(Start)
+        os.chdir(start.workdir)
+        sys.path.insert(0, start.workdir)
+        install(Kernel())  # get_ipython(), display, input(), google.colab for the learner's cells
+        # What was imported so far is never collected: a gc the learner's code triggers does not
+        # walk torch's objects (nor dirty a fork server's pages).
+        gc.freeze()
+        runner = Runner(conn)
+        runner.start(start)
+        runner.serve()
+    except EOFError:
+        pass  # the judge is done (or gone)
+    except ProtocolError:
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Threads or atexit hooks the learner left behind must not keep the process alive.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]), sys.argv[2]))

@@ -1,0 +1,98 @@
+"""Calling the learner's functions, in the learner process: guarded, timed, located.
+
+A call that raises is reported with the learner's own line ("bai.ipynb, In [8], line 2"); a
+missing function or one that still raises NotImplementedError is "not attempted"; a call past
+its deadline is interrupted (SIGALRM) and its function remembered, so a later check that needs
+it is charged at once instead of waiting again. Nothing here decides a verdict: it reports.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from grader.learner.toplevel import TimeUp, TopLevel
+from grader.protocol import cut
+from grader.submission import SourceFile
+
+_LEARNER_DIRS: set[str] = set()  # where the learner's modules (and a folder's helpers) live
+
+
+def register_learner_dirs(dirs: Iterable[str]) -> None:
+    _LEARNER_DIRS.update(dirs)
+
+
+def learner_namespaces() -> list[dict[str, Any]]:
+    """The globals of every imported module whose file is in the learner's work dir."""
+    namespaces = []
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if isinstance(filename, str) and filename.startswith(tuple(_LEARNER_DIRS)):
+            namespaces.append(vars(module))
+    return namespaces
+
+
+def clear_learner_caches() -> None:
+    """functools caches in the learner's modules forget what they cached (an lru_cache'd
+    ``is_torch_cuda_available()``, as transformers and Lightning write them): each check, and each
+    machine ex1 simulates, is asked afresh."""
+    for namespace in learner_namespaces():
+        for value in list(namespace.values()):
+            members = list(vars(value).values()) if isinstance(value, type) else []
+            for obj in (value, *members):
+                func = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
+                clear = getattr(func, "cache_clear", None)
+                if callable(clear) and hasattr(func, "cache_info"):
+                    clear()
+
+
+def learner_location(exc: BaseException, source: SourceFile, filename: str) -> str:
+    """The deepest frame of the traceback that is in the learner's file."""
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == filename and frame.lineno:
+            line = frame.lineno
+    return source.where(line) if line else source.origin
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one call ended: ``value`` when it returned, else ``kind`` and the text."""
+
+    returned: bool
+    value: Any = None
+    kind: str = ""  # "learner_raised" | "not_attempted" | "timed_out" | "already_timed_out"
+    text: str = ""
+    where: str = ""
+
+
+def lookup(toplevel: TopLevel, source: SourceFile, name: str) -> Any:
+    """A name of the learner's module, or None when it is not there."""
+    module = toplevel.module(source.module)
+    return getattr(module, name, None) if not name.startswith("_") else None
+
+
+def call(toplevel: TopLevel, source: SourceFile, name: str, invoke: Callable[[Any], Any],
+         deadline_s: float) -> Outcome:
+    """Run ``invoke(function)`` for the learner's ``name``: it must exist and be callable."""
+    key = f"{source.module}.{name}"
+    if key in toplevel.timed_out:
+        return Outcome(False, kind="already_timed_out")
+    func = lookup(toplevel, source, name)
+    if func is None or not callable(func):
+        return Outcome(False, kind="not_attempted")
+    try:
+        with toplevel.alarm(deadline_s):
+            return Outcome(True, invoke(func))
+    except TimeUp:
+        toplevel.timed_out.add(key)
+        return Outcome(False, kind="timed_out")
+    except NotImplementedError:
+        return Outcome(False, kind="not_attempted")
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt too: the learner's code never ends grading
+        text = f"{type(exc).__name__}: {cut(str(exc).strip(), 400)}"
+        return Outcome(False, kind="learner_raised", text=text,
+                       where=learner_location(exc, source, toplevel.filename(source)))

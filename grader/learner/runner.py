@@ -1,0 +1,278 @@
+"""The learner process's loop: run the learner's top level, then answer the judge's requests.
+
+Requests come one at a time over the socket (grader/protocol.py) and each gets one answer.
+Sessions nest: ``OpenDevice`` / ``OpenWorld`` enter one, ``Close`` leaves the innermost, and
+calls run inside the innermost. Everything that goes back is plain data: what a call returned
+(grader/learner/values.py), what it printed, the device's events since the last answer, and an
+instrument's figures. Nothing here compares or decides: the judge does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from grader.learner import recipes
+from grader.learner.calls import Outcome, call, clear_learner_caches, lookup, register_learner_dirs
+from grader.learner.devices import Session, open_session, place
+from grader.learner.instruments import metered, watch_amp
+from grader.learner.toplevel import TopLevel, TopLevelLimits
+from grader.learner.values import decode_value, encode_tensor, encode_value
+from grader.learner.worlds import world
+from grader.protocol import (
+    Answer,
+    Build,
+    Call,
+    Close,
+    Closed,
+    Connection,
+    DeviceOpened,
+    Failed,
+    JudgeRequest,
+    OpenDevice,
+    OpenWorld,
+    ProtocolError,
+    Query,
+    Raised,
+    Ready,
+    Reset,
+    Returned,
+    Start,
+    TopLevelEvent,
+    Value,
+    cut,
+)
+from grader.submission import SourceFile
+
+_NUM_THREADS = torch.get_num_threads()
+
+
+class _Tee(io.TextIOBase):
+    """stdout during a call: to the grader's output pipe as always, and kept for the judge."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.kept = io.StringIO()
+
+    def write(self, text: str) -> int:
+        if self.kept.tell() < 64 * 1024:
+            self.kept.write(text)
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+@contextlib.contextmanager
+def _printed() -> Iterator[_Tee]:
+    tee = _Tee(sys.stdout)
+    sys.stdout = tee
+    try:
+        yield tee
+    finally:
+        if sys.stdout is tee:
+            sys.stdout = tee.out
+
+
+@dataclass
+class _Level:
+    """One open session (a device, or ex1's simulated machine)."""
+
+    context: contextlib.ExitStack
+    session: Session | None = None
+    sent: int = 0  # events already sent
+    built: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+
+    def new_events(self) -> tuple[Any, ...]:
+        if self.session is None:
+            return ()
+        events = self.session.events[self.sent:]
+        self.sent = len(self.session.events)
+        return tuple(events)
+
+
+class Runner:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.levels: list[_Level] = []
+        self.toplevel: TopLevel | None = None
+        self.sources: dict[str, SourceFile] = {}
+        self._handles = 0
+
+    # -- the top level ------------------------------------------------------------------------
+    def start(self, start: Start) -> None:
+        self.sources = {ex: SourceFile.from_source(src) for ex, src in start.sources.items()}
+        limits = TopLevelLimits(start.cell_timeout_s, start.budget_s, frozenset(start.skip))
+        self.toplevel = TopLevel(self.sources, start.workdir, limits, self._tell)
+        self.toplevel.timed_out.update(start.timed_out)
+        register_learner_dirs(self.toplevel.learner_dirs())
+        self.toplevel.run_all()
+        self.conn.send(Ready())
+
+    def _tell(self, event: TopLevelEvent) -> None:
+        self.conn.send(event)
+
+    def serve(self) -> None:
+        while True:
+            try:
+                request = self.conn.receive(JudgeRequest)
+            except EOFError:
+                return
+            self.conn.send(self.answer(request))
+
+    # -- one request --------------------------------------------------------------------------
+    def answer(self, request: Any) -> Any:
+        try:
+            if isinstance(request, Call):
+                return self.call(request)
+            if isinstance(request, OpenDevice):
+                return self.open_device(request)
+            if isinstance(request, OpenWorld):
+                return self.open_world(request)
+            if isinstance(request, Close):
+                return self.close()
+            if isinstance(request, Reset):
+                return self.reset()
+            if isinstance(request, Build):
+                return self.build(request)
+            if isinstance(request, Value):
+                return self.value(request)
+            if isinstance(request, Query):
+                return self.query(request)
+            if isinstance(request, Start):
+                self.start(request)
+                return Ready()
+        except (Exception, ProtocolError) as exc:  # noqa: BLE001 - the judge decides what it means
+            return Failed(cut(f"{type(exc).__name__}: {exc} ({_grader_frame(exc)})", 400))
+        return Failed(f"unexpected request {type(request).__name__}")
+
+    def _innermost(self) -> _Level | None:
+        return self.levels[-1] if self.levels else None
+
+    def _session(self) -> Session | None:
+        return next((level.session for level in reversed(self.levels) if level.session is not None), None)
+
+    def open_device(self, request: OpenDevice) -> DeviceOpened:
+        session = open_session(request)
+        stack = contextlib.ExitStack()
+        stack.enter_context(session)
+        self.levels.append(_Level(stack, session))
+        return DeviceOpened(session.mode, session.label)  # type: ignore[arg-type]
+
+    def open_world(self, request: OpenWorld) -> Answer:
+        stack = contextlib.ExitStack()
+        stack.enter_context(world(cuda=request.cuda, mps=request.mps, mps_built=request.mps_built,
+                                  cuda_count=request.cuda_count))
+        self.levels.append(_Level(stack))
+        return Answer(None)
+
+    def close(self) -> Closed:
+        if not self.levels:
+            return Closed()
+        level = self.levels.pop()
+        events = level.new_events()
+        level.built.clear()
+        level.context.close()
+        return Closed(events)
+
+    def reset(self) -> Answer:
+        while self.levels:  # a check that ended inside a session (its failure) left it open
+            self.close()
+        torch.set_default_dtype(torch.float32)
+        torch.set_grad_enabled(True)
+        torch.set_num_threads(_NUM_THREADS)
+        torch.manual_seed(0)
+        if hasattr(torch, "set_default_device"):
+            torch.set_default_device(None)
+        clear_learner_caches()
+        return Answer(None)
+
+    def build(self, request: Build) -> Answer:
+        session = self._session()
+        device = session.device if session is not None else torch.device("cpu")
+        args = decode_value(list(request.args))
+        parts = recipes.build(request.recipe, args, device)
+        level = self._innermost()
+        if level is None:
+            raise RuntimeError("a recipe is built inside a session")
+        self._handles += 1
+        level.built[self._handles] = parts
+        return Answer([self._handles, [type(part).__name__ for part in parts]])
+
+    def _resolve(self, handle: int, part: int) -> Any:
+        for level in reversed(self.levels):
+            if handle in level.built:
+                return level.built[handle][part]
+        raise ProtocolError(f"no built object {handle}")
+
+    def _place(self, tensor: torch.Tensor, device: str) -> torch.Tensor:
+        session = self._session()
+        if device == "cpu" or session is None:
+            return tensor
+        return place(tensor, session.device, getattr(session, "standin", None))
+
+    def query(self, request: Query) -> Answer:
+        if request.what == "inspect":
+            handle, part = request.handle
+            return Answer(recipes.inspect(self._resolve(handle, part)))
+        session = self._session()
+        if session is None:
+            raise RuntimeError("no device session")
+        if request.what == "live_bytes":
+            return Answer(session.live_bytes())
+        return Answer(session.fill_capacity(request.arg))
+
+    def value(self, request: Value) -> Answer | Raised:
+        assert self.toplevel is not None
+        source = self.sources[request.exercise]
+        found = lookup(self.toplevel, source, request.name)
+        if found is None:
+            return Raised("not_attempted", request.name)
+        return Answer(encode_value(found))
+
+    def call(self, request: Call) -> Returned | Raised:
+        assert self.toplevel is not None
+        source = self.sources[request.exercise]
+        args = decode_value(list(request.args), resolve=self._resolve, place=self._place)
+        kwargs = decode_value({"$dict": [[k, v] for k, v in request.kwargs.items()]}, resolve=self._resolve,
+                              place=self._place)
+        level = self._innermost()
+        measured: dict[str, Any] = {}
+        label = level.session.label if level is not None and level.session is not None else "cpu"
+
+        def invoke(func: Any) -> Any:
+            with contextlib.ExitStack() as stack:
+                if request.meter or request.meter_budget is not None:
+                    meter = stack.enter_context(metered(request.meter_budget, f"{label} (grader's budget)"))
+                    stack.callback(lambda: measured.update(peak=meter.peak))
+                if request.watch_amp:
+                    calls = stack.enter_context(watch_amp())
+                    stack.callback(lambda: measured.update(calls.figures()))
+                return func(*args, **kwargs)
+
+        with _printed() as tee:
+            outcome: Outcome = call(self.toplevel, source, request.function, invoke, request.deadline_s)
+        printed = cut(tee.kept.getvalue())
+        events = level.new_events() if level is not None else ()
+        if not outcome.returned:
+            return Raised(outcome.kind, request.function, outcome.text, outcome.where, printed, events)  # type: ignore[arg-type]
+        after = tuple(encode_tensor(a) if isinstance(a, torch.Tensor) and not _built(a, level) else None
+                      for a in args)
+        return Returned(encode_value(outcome.value), printed, after, events, measured)
+
+
+def _built(value: Any, level: _Level | None) -> bool:
+    return level is not None and any(value is part for parts in level.built.values() for part in parts)
+
+
+def _grader_frame(exc: BaseException) -> str:
+    """Where in the grader's own code a request failed: the line a bug report needs."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/grader/" in f.filename]
+    return f"{frames[-1].filename.rsplit('/grader/', 1)[-1]}:{frames[-1].lineno}" if frames else "?"
