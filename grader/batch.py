@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from tqdm import tqdm
 
 from grader import __version__
@@ -33,7 +32,8 @@ from grader.course import CHECKS_DIR, Course
 from grader.errors import GraderError
 from grader.grading import failed_report, grade
 from grader.launch import Launcher, launcher_for_batch
-from grader.report import as_dict, write_atomic
+from grader.report import Stamp, StoredReport, load_report, seal_intact, seal_key, sealed, write_atomic, write_stored
+from grader.results import Report
 from grader.submission import IGNORED_NAMES
 from grader.summary import SUMMARY_STEM, summarize, write_summary
 
@@ -177,50 +177,33 @@ def report_path(out_dir: Path, learner: str) -> Path:
     return out_dir / f"{learner}.yaml"
 
 
-def read_report(path: Path) -> dict[str, Any] | None:
-    """A learner report written by the grader, or None when the file is not one."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("exercises"), dict):
-        return None
-    if not isinstance(data.get("learner"), str) or not isinstance(data.get("score"), (int, float)):
-        return None
-    return data
-
-
-def is_current(report: Mapping[str, Any] | None, stamp: Mapping[str, str]) -> bool:
-    if report is None or report.get("grader_error") or "grader_failed" in (report.get("notes") or ()):
+def is_current(stored: StoredReport | None, stamp: Stamp, key: bytes) -> bool:
+    """Whether a learner's report on disk stands: graded from this submission and course, by this
+    grader, in this language, sealed by this output folder's key, and not a grader failure."""
+    if stored is None or stored.report.grader_error or "grader_failed" in stored.report.notes:
         return False
-    return all(report.get(key) == value for key, value in stamp.items())
+    return stored.stamp == stamp and seal_intact(stored, key)
 
 
-def gradebook_csv(reports: Iterable[Mapping[str, Any]], exercise_ids: Sequence[str]) -> str:
+def gradebook_csv(reports: Iterable[Report], exercise_ids: Sequence[str]) -> str:
     """One row a learner. A learner the grader could not grade has empty scores and the status
     ``grader_error`` (never a 0 that reads like the learner's); the next batch run regrades it."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["learner", *exercise_ids, "score", "max_score", "status"])
-    for report in sorted(reports, key=lambda r: str(r["learner"])):
-        exercises = report.get("exercises") or {}
-        if report.get("grader_error"):
-            writer.writerow([report["learner"], *[""] * len(exercise_ids), "", _number(report["max_score"]),
+    for report in sorted(reports, key=lambda r: r.learner):
+        if report.grader_error:
+            writer.writerow([report.learner, *[""] * len(exercise_ids), "", _number(report.max_score),
                              "grader_error"])
             continue
-        scores = [_number(exercises[ex]["score"]) if ex in exercises else "" for ex in exercise_ids]
-        writer.writerow([report["learner"], *scores, _number(report["score"]), _number(report["max_score"]),
-                         "graded"])
+        scores = {ex.id: ex.score for ex in report.exercises}
+        writer.writerow([report.learner, *(_number(scores[ex]) if ex in scores else "" for ex in exercise_ids),
+                         _number(report.score), _number(report.max_score), "graded"])
     return out.getvalue()
 
 
-def _number(value: object) -> str:
-    return f"{float(value):g}" if isinstance(value, (int, float)) else ""
-
-
-def write_report(out_dir: Path, data: Mapping[str, Any]) -> None:
-    text = yaml.safe_dump(dict(data), allow_unicode=True, sort_keys=False, width=100)
-    write_atomic(report_path(out_dir, str(data["learner"])), text)
+def _number(value: float) -> str:
+    return f"{value:g}"
 
 
 def usable_cores() -> int:
@@ -251,18 +234,18 @@ class _Book:
     def __init__(self, out_dir: Path, exercise_ids: Sequence[str]) -> None:
         self.out_dir = out_dir
         self.exercise_ids = exercise_ids
-        self.reports: dict[str, dict[str, Any]] = {}
+        self.reports: dict[str, Report] = {}
         self.lock = threading.Lock()
 
-    def keep(self, report: dict[str, Any]) -> None:
+    def keep(self, report: Report) -> None:
         """A report that is already on disk and up to date."""
         with self.lock:
-            self.reports[str(report["learner"])] = report
+            self.reports[report.learner] = report
 
-    def add(self, report: dict[str, Any] | None) -> None:
+    def add(self, report: Report | None) -> None:
         with self.lock:
             if report is not None:
-                self.reports[str(report["learner"])] = report
+                self.reports[report.learner] = report
             write_atomic(self.out_dir / GRADEBOOK, gradebook_csv(self.reports.values(), self.exercise_ids))
 
 
@@ -276,13 +259,13 @@ class Batch:
         self.workers, self.force, self.progress, self.fork = workers, force, progress, fork
         self.course_hash = course_sha256(course)
         self.book = _Book(out_dir, course.exercise_ids)
+        self.key = b""  # the output folder's seal key, read (or made) when the run starts
 
-    def stamp(self, learner: Learner) -> dict[str, str]:
-        """The keys a batch adds to a report; a re-run compares them to decide what to regrade."""
-        return {"submission_sha256": submission_sha256(learner.path), "course_sha256": self.course_hash,
-                "grader_version": __version__, "lang": self.lang, "requested_device": self.device}
+    def stamp(self, learner: Learner) -> Stamp:
+        """What a batch adds to a report; a re-run compares it to decide what to regrade."""
+        return Stamp(submission_sha256(learner.path), self.course_hash, __version__, self.lang, self.device)
 
-    def grade(self, learner: Learner, stamp: Mapping[str, str], launcher: Launcher) -> tuple[Outcome, dict[str, Any]]:
+    def grade(self, learner: Learner, stamp: Stamp, launcher: Launcher) -> tuple[Outcome, Report]:
         try:
             report = grade(learner.path, self.course, device=self.device, lang=self.lang, launcher=launcher)
         except Exception as exc:  # noqa: BLE001 - one learner's grading bug must not stop the class
@@ -292,20 +275,20 @@ class Batch:
             tqdm.write(f"grader: {learner.name}: not graded: {report.grader_error}", file=sys.stderr)
             outcome = "failed"
         report = dataclasses.replace(report, learner=learner.name)
-        data = {**as_dict(report), **stamp}
-        write_report(self.out_dir, data)
-        self.book.add(data)  # here, not in the main thread: a report on disk is in the gradebook too
-        return outcome, data
+        write_stored(report_path(self.out_dir, learner.name), sealed(StoredReport(report, stamp), self.key))
+        self.book.add(report)  # here, not in the main thread: a report on disk is in the gradebook too
+        return outcome, report
 
     def run(self, learners: Sequence[Learner]) -> BatchResult:
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.key = seal_key(self.out_dir, create=True) or b""
         book = self.book
-        todo: list[tuple[Learner, dict[str, str]]] = []
+        todo: list[tuple[Learner, Stamp]] = []
         for learner in learners:
             stamp = self.stamp(learner)
-            old = read_report(report_path(self.out_dir, learner.name))
-            if old is not None and not self.force and is_current(old, stamp):
-                book.keep(old)
+            old = load_report(report_path(self.out_dir, learner.name))
+            if old is not None and not self.force and is_current(old, stamp, self.key):
+                book.keep(old.report)
             else:
                 todo.append((learner, stamp))
         current = len(learners) - len(todo)
@@ -319,9 +302,9 @@ class Batch:
             try:
                 futures = {pool.submit(self.grade, learner, stamp, launcher): learner for learner, stamp in todo}
                 for future in concurrent.futures.as_completed(futures):
-                    outcome, data = future.result()
+                    outcome, report = future.result()
                     counts[outcome] += 1
-                    bar.set_postfix_str(f"{futures[future].name}: {_number(data['score'])}", refresh=False)
+                    bar.set_postfix_str(f"{futures[future].name}: {_number(report.score)}", refresh=False)
                     bar.update(1)
             finally:
                 # On Ctrl-C: drop what has not started, let the running grades write their reports.
@@ -350,28 +333,36 @@ def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int 
 
 
 def merge(dirs: Sequence[Path], out_dir: Path, course: Course) -> int:
-    """Gather the learner reports of several batch outputs (shards) into one output folder."""
-    found: dict[str, tuple[Path, dict[str, Any]]] = {}
+    """Gather the learner reports of several batch outputs (shards) into one output folder.
+
+    Each report is read back typed and checked against its own folder's seal; the merged folder
+    reseals what it keeps with its own key. A report whose seal does not hold is not merged: its
+    shard must be re-run (the message says which)."""
+    found: dict[str, tuple[Path, StoredReport]] = {}
     for folder in dirs:
         if not folder.is_dir():
             raise GraderError(f"merge: not a folder: {folder}")
+        key = seal_key(folder, create=False)
         for path in sorted(folder.glob("*.yaml")):
             if path.stem in RESERVED_LEARNERS:
                 continue
-            report = read_report(path)
-            if report is None:
+            stored = load_report(path)
+            if stored is None:
                 raise GraderError(f"merge: {path} is not a grader report")
-            name = str(report["learner"])
+            if key is None or not seal_intact(stored, key):
+                raise GraderError(f"merge: {path} was changed after the grader wrote it (its seal does not match); "
+                                  f"re-run the batch that wrote {folder}")
+            name = stored.report.learner
             if name in found and found[name][0].resolve() != path.resolve():
                 raise GraderError(f"merge: learner {name!r} is in both {found[name][0]} and {path}; "
                                   "remove the stale one")
-            found[name] = (path, report)
+            found[name] = (path, stored)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for path, report in found.values():
-        if path.resolve() != report_path(out_dir, str(report["learner"])).resolve():
-            write_atomic(report_path(out_dir, str(report["learner"])), path.read_text(encoding="utf-8"))
-    reports = [report for _, report in found.values()]
-    versions = {str(r.get("course_sha256", "?"))[:12] for r in reports}
+    key = seal_key(out_dir, create=True) or b""
+    for _, stored in found.values():
+        write_stored(report_path(out_dir, stored.report.learner), sealed(stored, key))
+    reports = [stored.report for _, stored in found.values()]
+    versions = {(stored.stamp.course_sha256 if stored.stamp else "?")[:12] for _, stored in found.values()}
     if len(versions) > 1:
         print(f"grader: warning: the merged reports were graded against {len(versions)} different versions of "
               f"the course or checks ({', '.join(sorted(versions))}); re-run the shards to grade everyone alike",

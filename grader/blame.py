@@ -8,8 +8,10 @@ Both are pure: no processes, no clocks, no I/O — tests/test_blame.py runs them
 The rules, in order:
 1. Nothing of the learner's ran and no check ended: the grader's own failure (a package missing,
    a check that does not import, a learner process that did not start), never the learner's.
-2. A line on the channel without the key, a canary that did not fail, or a learner process that
-   broke the protocol: every result of the run is void ("tampered"), and the report says so.
+2. A line on the channel without the key, or a learner process that broke the protocol (wrote
+   into the judge's socket): the report says "tampering". A forged line is never read as a
+   message, so the verdicts stand — except the check whose answer came in broken. A canary that
+   did not fail means the judge's own pytest misbehaved: every result of the run is void.
 3. The learner process ended inside a top-level cell: that cell is recorded and skipped by the
    next run, which runs the rest; no check is charged.
 4. It ended while a module was importing: every check of the exercises in that file.
@@ -34,9 +36,9 @@ from grader.protocol import (
     CheckStarted,
     DeviceFound,
     Done,
+    FunctionTimedOut,
     GraderBroken,
     LearnerLost,
-    TimedOut,
     TopLevelEvent,
 )
 from grader.results import CheckOutcome, CheckStatus, DeviceInfo
@@ -74,7 +76,7 @@ class Trace:
             self.current = None
         elif isinstance(message, Calling):
             self.calling = message.function[:120]
-        elif isinstance(message, TimedOut):
+        elif isinstance(message, FunctionTimedOut):
             self.timed_out.add(message.function[:120])
         elif isinstance(message, TopLevelEvent):
             self._top_level(message)
@@ -192,9 +194,10 @@ def settle(trace: Trace, end: RunEnd, ctx: Context) -> Settled:
     broke = trace.lost is not None and trace.lost.reason == "broke_protocol"
     if end.forged or broke or (trace.done and trace.canary != "failed"):
         notes.append("tampering")
+    if trace.done and trace.canary != "failed":  # the judge's own pytest did not run as it should
         outcomes = {check: CheckOutcome(check, "failed", "tampered") for check in outcomes}
-        if broke and trace.current is not None:
-            outcomes[trace.current] = CheckOutcome(trace.current, "failed", "learner_broke_protocol")
+    if broke and trace.current is not None:  # what the check was answered with cannot be trusted
+        outcomes[trace.current] = CheckOutcome(trace.current, "failed", "learner_broke_protocol")
     left = [c for c in ctx.pending if c not in outcomes]
 
     def settled() -> Settled:

@@ -42,18 +42,14 @@ from grader.protocol import (
     Connection,
     DeviceFound,
     Done,
+    FunctionTimedOut,
     GraderBroken,
     Hello,
     LearnerLost,
     Plan,
     PlannedCheck,
     ProtocolError,
-    Ready,
-    TopLevelEvent,
     decode,
-)
-from grader.protocol import (
-    TimedOut as TimedOutReport,
 )
 
 CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
@@ -141,7 +137,7 @@ class JudgePlugin:
     def lost(self, gone: LearnerGone) -> None:
         """The learner process is gone: tell the grader, which settles the running check, and end."""
         if gone.reason == "stuck" and self.learner.in_flight:
-            self.send(TimedOutReport(self.learner.in_flight))
+            self.send(FunctionTimedOut(self.learner.in_flight))
         self.send(LearnerLost("broke_protocol" if gone.reason == "broke_protocol" else "ended", gone.detail[:200]))
         sys.stdout.flush()
         os._exit(0)
@@ -156,16 +152,9 @@ class JudgePlugin:
             return
         self.started_learner = True
         try:
-            self.learner.conn.send(self.plan.start)
-            while True:
-                message = self.learner.conn.receive(TopLevelEvent | Ready)
-                if isinstance(message, Ready):
-                    return
-                self.send(message)
-        except (EOFError, OSError) as exc:
-            self.lost(LearnerGone("ended", str(exc)))
-        except ProtocolError as exc:
-            self.lost(LearnerGone("broke_protocol", str(exc)))
+            self.learner.start(self.plan.start, self.send)
+        except LearnerGone as gone:
+            self.lost(gone)
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         items.sort(key=lambda item: self._order.get(item.nodeid, len(self._order)))

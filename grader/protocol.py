@@ -32,6 +32,7 @@ import os
 import select
 import struct
 import sys
+import time
 import types
 import typing
 from collections.abc import Mapping
@@ -346,7 +347,7 @@ class CheckEnded:
 
 
 @dataclass(frozen=True)
-class TimedOut:
+class FunctionTimedOut:
     function: str  # later checks that need it are charged at once, in this process and the next
 
 
@@ -371,14 +372,14 @@ class Done:
 
 LearnerMessage = Hello | TopLevelEvent | Ready | DeviceOpened | Returned | Raised | Answer | Closed | Failed
 JudgeRequest = Start | OpenDevice | OpenWorld | Close | Reset | Build | Call | Value | Query
-JudgeReport = (DeviceFound | GraderBroken | TopLevelEvent | CheckStarted | Calling | CheckEnded | TimedOut | Canary
-               | LearnerLost | Done)
+JudgeReport = (DeviceFound | GraderBroken | TopLevelEvent | CheckStarted | Calling | CheckEnded | FunctionTimedOut
+               | Canary | LearnerLost | Done)
 _TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     Event, CudaFacts, CellStop, Cell, Source,
     Hello, TopLevelEvent, Ready, DeviceOpened, Returned, Raised, Answer, Closed, Failed,
     Start, OpenDevice, OpenWorld, Close, Reset, Build, Call, Value, Query,
     PlannedCheck, Plan,
-    DeviceFound, GraderBroken, CheckStarted, Calling, CheckEnded, TimedOut, Canary, LearnerLost, Done,
+    DeviceFound, GraderBroken, CheckStarted, Calling, CheckEnded, FunctionTimedOut, Canary, LearnerLost, Done,
 )}
 
 
@@ -541,24 +542,30 @@ def decode(payload: bytes, expected: Any = None) -> Any:
 
 
 class Connection:
-    """One end of the judge ↔ learner socket: whole length-prefixed frames in and out."""
+    """One end of the judge ↔ learner socket: whole frames in and out, each numbered.
+
+    A frame is its length, a sequence number and one message. The judge numbers each request;
+    every answer — and the top-level events a ``Start`` brings — carries its request's number,
+    so an answer to anything but the request in flight (bytes a learner's code wrote into the
+    socket, a stale answer after them) is a protocol error, never misread as the answer.
+    """
+
+    HEADER = struct.Struct(">II")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._buffer = b""
 
-    def send(self, message: Any) -> None:
+    def send(self, message: Any, seq: int = 0) -> None:
         payload = encode(message)
         if len(payload) > MAX_FRAME:
             raise ProtocolError(f"a message of {len(payload)} bytes is over the {MAX_FRAME} limit")
-        view = memoryview(struct.pack(">I", len(payload)) + payload)
+        view = memoryview(self.HEADER.pack(len(payload), seq) + payload)
         while view:
             written = os.write(self.fd, view)
             view = view[written:]
 
     def _read(self, count: int, deadline: float | None) -> bytes:
-        import time
-
         while len(self._buffer) < count:
             if deadline is not None:
                 left = deadline - time.monotonic()
@@ -571,13 +578,21 @@ class Connection:
         data, self._buffer = self._buffer[:count], self._buffer[count:]
         return data
 
-    def receive(self, expected: Any = None, deadline: float | None = None) -> Any:
-        """The next message; EOFError when the other side is gone, TimeoutError past ``deadline``
-        (time.monotonic()), ProtocolError for anything but a message of the ``expected`` types."""
-        (length,) = struct.unpack(">I", self._read(4, deadline))
+    def receive_numbered(self, expected: Any = None, deadline: float | None = None) -> tuple[int, Any]:
+        """The next frame's number and message; EOFError when the other side is gone, TimeoutError
+        past ``deadline`` (time.monotonic()), ProtocolError for anything but a message of the
+        ``expected`` types."""
+        length, seq = self.HEADER.unpack(self._read(self.HEADER.size, deadline))
         if length > MAX_FRAME:
             raise ProtocolError(f"a frame of {length} bytes is over the {MAX_FRAME} limit")
-        return decode(self._read(length, deadline), expected)
+        return seq, decode(self._read(length, deadline), expected)
+
+    def receive(self, expected: Any = None, deadline: float | None = None, seq: int | None = None) -> Any:
+        """The next message; with ``seq``, it must answer that request."""
+        got, message = self.receive_numbered(expected, deadline)
+        if seq is not None and got != seq:
+            raise ProtocolError(f"an answer numbered {got} while request {seq} is in flight")
+        return message
 
     def close(self) -> None:
         os.close(self.fd)

@@ -1,16 +1,42 @@
-"""Write the YAML report (atomically) and the terminal summary."""
+"""The YAML report: written atomically, read back typed, sealed in a batch; the terminal summary.
+
+A report is written from a ``Report`` (``as_dict``) and read back into one (``load_report``):
+batch, merge, the gradebook and the class summary all use the typed value, never the raw YAML. A
+batch adds a ``Stamp`` (what the report was graded from) and a seal: an HMAC of the whole report
+under a key kept in the output folder (``SEAL_FILE``), which a learner's code never sees. A
+report whose seal does not match — changed by hand, or by anything but the grader — is not
+current, and the next batch run regrades it.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import os
+import secrets
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 
 from grader import messages
-from grader.results import CheckResult, Report
+from grader.course import Visibility
+from grader.results import (
+    CheckMode,
+    CheckResult,
+    CheckStatus,
+    DeviceInfo,
+    ExerciseResult,
+    ExerciseStatus,
+    Report,
+    TopLevelStop,
+)
+
+SEAL_FILE = ".grader-seal"  # in a batch's output folder: the key its reports are sealed with
 
 
 def _check(check: CheckResult) -> dict[str, Any]:
@@ -112,3 +138,148 @@ def summary(report: Report) -> str:
     total = f"{t('score')}: {report.score:.1f} / {report.max_score:.1f}"
     lines.append(f"{total}   ({t('time')} {report.grading_seconds:.1f} s)")
     return "\n".join(lines)
+
+
+# -- reading reports back ---------------------------------------------------------------------
+class ReportError(ValueError):
+    """A YAML file that is not a report the grader wrote."""
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What a batch adds to a learner's report: what it was graded from. A re-run regrades the
+    learner when any of it differs."""
+
+    submission_sha256: str
+    course_sha256: str
+    grader_version: str
+    lang: str
+    requested_device: str
+
+
+@dataclass(frozen=True)
+class StoredReport:
+    report: Report
+    stamp: Stamp | None = None
+    seal: str = ""  # HMAC of the report and its stamp under the output folder's key
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ReportError(f"{where}: {key!r} is {value!r}")
+    return value
+
+
+def _number(data: Mapping[str, Any], key: str, where: str) -> float:
+    return float(_field(data, key, (int, float), where))
+
+
+def _literal(value: Any, literal: Any, where: str) -> Any:
+    if value not in get_args(literal):
+        raise ReportError(f"{where}: {value!r} is not one of {get_args(literal)}")
+    return value
+
+
+def _check_from(data: Any, where: str) -> CheckResult:
+    if not isinstance(data, Mapping):
+        raise ReportError(f"{where}: not a mapping")
+    mode = data.get("mode")
+    return CheckResult(
+        id=_field(data, "id", str, where), status=_literal(data.get("status"), CheckStatus, where),
+        points=_number(data, "points", where), max_points=_number(data, "max_points", where),
+        message=str(data.get("message") or ""), hint=str(data.get("hint") or ""),
+        mode=None if mode is None else _literal(mode, CheckMode, where),
+        visibility=_literal(data.get("visibility", "public"), Visibility, where),
+        duration_s=float(data.get("seconds") or 0.0), devices=tuple(str(d) for d in data.get("devices") or ()),
+    )
+
+
+def from_dict(data: Any) -> Report:
+    """The Report a YAML mapping holds (the inverse of ``as_dict``); ReportError when it holds none."""
+    if not isinstance(data, Mapping):
+        raise ReportError("not a mapping")
+    device = _field(data, "device", Mapping, "report")
+    exercises = []
+    for ex_id, ex in _field(data, "exercises", Mapping, "report").items():
+        where = f"exercise {ex_id}"
+        if not isinstance(ex, Mapping):
+            raise ReportError(f"{where}: not a mapping")
+        checks = tuple(_check_from(c, f"{where} check") for c in _field(ex, "checks", list, where))
+        exercises.append(ExerciseResult(str(ex_id), str(ex.get("title") or ""),
+                                        _literal(ex.get("status"), ExerciseStatus, where),
+                                        _number(ex, "score", where), _number(ex, "max_score", where), checks))
+    stops = tuple(TopLevelStop(str(s.get("where", "")), str(s.get("kind", "")), str(s.get("error", "")),
+                               str(s.get("message", "")), tuple(str(k) for k in s.get("kept") or ()))
+                  for s in data.get("top_level") or () if isinstance(s, Mapping))
+    return Report(
+        learner=_field(data, "learner", str, "report"), submission=str(data.get("submission") or ""),
+        score=_number(data, "score", "report"), max_score=_number(data, "max_score", "report"),
+        device=DeviceInfo(str(device.get("type", "")), str(device.get("name", "")), str(device.get("torch", "")),
+                          bool(device.get("standin", False))),
+        exercises=tuple(exercises), lang=str(data.get("lang") or "vi"),
+        grading_seconds=float(data.get("grading_seconds") or 0.0), grader_version=str(data.get("grader_version") or ""),
+        notes=tuple(str(n) for n in data.get("notes") or ()), output=str(data.get("output") or ""),
+        grader_error=str(data.get("grader_error") or ""), top_level=stops,
+    )
+
+
+_STAMP_KEYS = ("submission_sha256", "course_sha256", "grader_version", "lang", "requested_device")
+
+
+def stored_dict(stored: StoredReport) -> dict[str, Any]:
+    """The mapping written to the YAML file: the report, its stamp and its seal."""
+    data = as_dict(stored.report)
+    if stored.stamp is not None:
+        data.update({key: getattr(stored.stamp, key) for key in _STAMP_KEYS})
+    if stored.seal:
+        data["seal"] = stored.seal
+    return data
+
+
+def seal_of(stored: StoredReport, key: bytes) -> str:
+    """The HMAC of everything in the file but the seal itself."""
+    unsealed = stored_dict(StoredReport(stored.report, stored.stamp))
+    canonical = json.dumps(unsealed, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
+    return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()
+
+
+def sealed(stored: StoredReport, key: bytes) -> StoredReport:
+    return StoredReport(stored.report, stored.stamp, seal_of(stored, key))
+
+
+def seal_intact(stored: StoredReport, key: bytes) -> bool:
+    return bool(stored.seal) and hmac.compare_digest(stored.seal, seal_of(stored, key))
+
+
+def seal_key(folder: Path, *, create: bool) -> bytes | None:
+    """The output folder's key (made on first use, readable by the grader's user only)."""
+    path = folder / SEAL_FILE
+    try:
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        if not create:
+            return None
+    folder.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(key.hex())
+    return key
+
+
+def load_report(path: Path) -> StoredReport | None:
+    """A learner report the grader wrote, typed; None when the file is not one."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        report = from_dict(data)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ReportError, TypeError, ValueError):
+        return None
+    stamp = None
+    if all(isinstance(data.get(key), str) for key in _STAMP_KEYS):
+        stamp = Stamp(*(data[key] for key in _STAMP_KEYS))
+    return StoredReport(report, stamp, str(data.get("seal") or ""))
+
+
+def write_stored(path: Path, stored: StoredReport) -> None:
+    write_atomic(path, yaml.safe_dump(stored_dict(stored), allow_unicode=True, sort_keys=False, width=100))

@@ -20,7 +20,7 @@ import yaml
 from grader import messages
 from grader.course import Course
 from grader.report import write_atomic
-from grader.results import CheckStatus
+from grader.results import CheckStatus, Report
 
 SUMMARY_STEM = "summary"
 BINS = 10  # the distribution's bars, each 10 % of the maximum score wide
@@ -87,39 +87,37 @@ def _percent_bin(score: float, max_score: float) -> int:
     return min(max(int(percent // (100 / BINS)), 0), BINS - 1)
 
 
-def summarize(reports: Iterable[Mapping[str, Any]], course: Course) -> ClassSummary:
+def summarize(reports: Iterable[Report], course: Course) -> ClassSummary:
     every = list(reports)
-    not_graded = tuple(sorted((str(r["learner"]), str(r["grader_error"])) for r in every if r.get("grader_error")))
-    reports = [r for r in every if not r.get("grader_error")]
-    scores = [float(r["score"]) for r in reports]
-    max_score = max((float(r["max_score"]) for r in reports), default=sum(ex.max_score for ex in course.exercises))
+    not_graded = tuple(sorted((r.learner, r.grader_error) for r in every if r.grader_error))
+    graded = [r for r in every if not r.grader_error]
+    scores = [r.score for r in graded]
+    max_score = max((r.max_score for r in graded), default=sum(ex.max_score for ex in course.exercises))
     counts = [0] * BINS
-    for report in reports:
-        counts[_percent_bin(float(report["score"]), float(report["max_score"]))] += 1
+    for report in graded:
+        counts[_percent_bin(report.score, report.max_score)] += 1
     width = 100 // BINS
     bins = tuple(Bin(i * width, (i + 1) * width, n) for i, n in enumerate(counts))
 
     exercises = []
     for ex in course.exercises:
-        results = [r["exercises"][ex.id] for r in reports if ex.id in r["exercises"]]
-        ex_scores = [float(res["score"]) for res in results]
+        results = [res for r in graded for res in r.exercises if res.id == ex.id]
         exercises.append(ExerciseStats(
             ex.id, ex.title[LANG], ex.max_score,
-            statistics.fmean(ex_scores) if ex_scores else 0.0,
-            sum(1 for res in results if float(res["score"]) >= float(res["max_score"]) - 1e-9),
-            sum(1 for res in results if res.get("status") != "not_attempted"),
+            statistics.fmean(res.score for res in results) if results else 0.0,
+            sum(1 for res in results if res.score >= res.max_score - 1e-9),
+            sum(1 for res in results if res.status != "not_attempted"),
         ))
 
     order = {check.id: i for i, check in enumerate(course.checks)}
     tally: dict[str, dict[str, int]] = {}
     meta: dict[str, tuple[str, str, float]] = {}
-    for report in reports:
-        for ex_id, ex in report["exercises"].items():
-            for check in ex.get("checks") or ():
-                status = str(check.get("status"))
-                tally.setdefault(check["id"], dict.fromkeys(STATUSES, 0))
-                tally[check["id"]][status] = tally[check["id"]].get(status, 0) + 1
-                meta[check["id"]] = (ex_id, str(check.get("visibility", "public")), float(check["max_points"]))
+    for report in graded:
+        for result in report.exercises:
+            for check in result.checks:
+                tally.setdefault(check.id, dict.fromkeys(STATUSES, 0))
+                tally[check.id][check.status] = tally[check.id].get(check.status, 0) + 1
+                meta[check.id] = (result.id, check.visibility, check.max_points)
     specs = {check.id: check for check in course.checks}
     checks = [CheckStats(cid, *meta[cid], tally[cid], messages.hint(LANG, specs[cid].test_file) if cid in specs else "")
               for cid in tally]
@@ -127,7 +125,7 @@ def summarize(reports: Iterable[Mapping[str, Any]], course: Course) -> ClassSumm
                                c.id))
     return ClassSummary(
         title=course.title[LANG],
-        learners=len(reports),
+        learners=len(graded),
         max_score=max_score,
         mean=statistics.fmean(scores) if scores else 0.0,
         median=statistics.median(scores) if scores else 0.0,

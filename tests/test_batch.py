@@ -68,7 +68,9 @@ def test_batch_grades_every_learner_with_progress_gradebook_and_summary(tmp_path
     assert "4/4" in proc.stderr  # tqdm's bar
     assert "4 learners: 4 graded, 0 already up to date" in proc.stdout
     assert sorted(p.name for p in out.iterdir()) == [
-        "alice.yaml", "bob.yaml", "carol.yaml", "dave.yaml", "gradebook.csv", "summary.html", "summary.yaml"]
+        ".grader-seal", "alice.yaml", "bob.yaml", "carol.yaml", "dave.yaml", "gradebook.csv", "summary.html",
+        "summary.yaml"]
+    assert (out / ".grader-seal").stat().st_mode & 0o077 == 0  # the seal's key: the grader's user only
     rows = gradebook(out)
     assert [r["learner"] for r in rows] == ["alice", "bob", "carol", "dave"]
     assert rows[0] == {"learner": "alice", "ex1": "20", "ex2": "0", "ex3": "20", "ex4": "0", "ex5": "0",
@@ -152,6 +154,21 @@ def test_endless_hostile_and_unreadable_learners_cost_only_their_own_report(tmp_
     # A report of a failed grading is never up to date: the next run tries that learner again.
     rerun = run_cli("batch", str(cls), "-o", str(out), "--course", str(course), timeout=120)
     assert "1 graded, 3 already up to date" in rerun.stdout
+
+
+def test_a_report_changed_after_grading_is_regraded_and_never_merged(tmp_path: Path) -> None:
+    cls = static_class(tmp_path / "class", ("ann", "ben"))
+    out = tmp_path / "out"
+    assert run_cli("batch", str(cls), "-o", str(out)).returncode == 0
+    honest = report(out, "ann")
+    forged = dict(honest, score=100.0)  # what a learner's daemon, or a hand edit, would write
+    (out / "ann.yaml").write_text(yaml.safe_dump(forged, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    merge = run_cli("merge", str(out), "-o", str(tmp_path / "merged"))
+    assert merge.returncode == 2 and "ann.yaml was changed after the grader wrote it" in merge.stderr
+    again = run_cli("batch", str(cls), "-o", str(out))
+    assert "1 graded, 1 already up to date" in again.stdout
+    assert report(out, "ann")["score"] == honest["score"]
+    assert [r["score"] for r in gradebook(out)] == [f"{honest['score']:g}", f"{report(out, 'ben')['score']:g}"]
 
 
 def test_shards_partition_the_class_and_merge_rebuilds_one_gradebook(tmp_path: Path) -> None:

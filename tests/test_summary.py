@@ -19,6 +19,7 @@ import yaml
 
 from grader import messages
 from grader.course import load_course
+from grader.report import StoredReport, from_dict, seal_key, sealed, write_stored
 from tests.conftest import ROOT, run_cli
 
 COURSE = yaml.safe_load((ROOT / "course.yaml").read_text(encoding="utf-8"))
@@ -47,7 +48,14 @@ def learner_report(name: str, index: int) -> dict[str, Any]:
         exercises[ex["id"]] = {"title": ex["title"]["en"], "score": score, "max_score": 20.0,
                                "status": "passed" if score == 20.0 else "partial", "checks": checks}
     return {"learner": name, "score": sum(e["score"] for e in exercises.values()), "max_score": 100.0,
+            "device": {"type": "cpu", "name": "x86_64", "torch": "2.13.0", "standin": True}, "lang": "en",
             "exercises": exercises}
+
+
+def write_as_a_batch_would(shard: Path, data: dict[str, Any]) -> None:
+    """The report as a batch writes it into its output folder: typed, sealed with the folder's key."""
+    stored = StoredReport(from_dict(data))
+    write_stored(shard / f"{data['learner']}.yaml", sealed(stored, seal_key(shard, create=True) or b""))
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +65,7 @@ def summary_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for index, name in enumerate(names):
         shard = root / f"shard-{index % 2 + 1}"
         shard.mkdir(exist_ok=True)
-        (shard / f"{name}.yaml").write_text(yaml.safe_dump(learner_report(name, index)), encoding="utf-8")
+        write_as_a_batch_would(shard, learner_report(name, index))
     proc = run_cli("merge", str(root / "shard-1"), str(root / "shard-2"), "-o", str(root / "class"))
     assert proc.returncode == 0, proc.stderr
     return root / "class"

@@ -25,16 +25,14 @@ def main(fd: int, device: str) -> int:
     conn.send(hello(device))
     code = 0
     try:
-        start = conn.receive(Start)
+        seq, start = conn.receive_numbered(Start)
         os.chdir(start.workdir)
         sys.path.insert(0, start.workdir)
         install(Kernel())  # get_ipython(), display, input(), google.colab for the learner's cells
         # What was imported so far is never collected: a gc the learner's code triggers does not
         # walk torch's objects (nor dirty a fork server's pages).
         gc.freeze()
-        runner = Runner(conn)
-        runner.start(start)
-        runner.serve()
+        Runner(conn).serve(start, seq)
     except EOFError:
         pass  # the judge is done (or gone)
     except ProtocolError:

@@ -105,6 +105,7 @@ class Runner:
         self.toplevel: TopLevel | None = None
         self.sources: dict[str, SourceFile] = {}
         self._handles = 0
+        self._seq = 0  # the request being answered: every frame sent meanwhile carries its number
 
     # -- the top level ------------------------------------------------------------------------
     def start(self, start: Start) -> None:
@@ -114,18 +115,21 @@ class Runner:
         self.toplevel.timed_out.update(start.timed_out)
         register_learner_dirs(self.toplevel.learner_dirs())
         self.toplevel.run_all()
-        self.conn.send(Ready())
+        self.conn.send(Ready(), self._seq)
 
     def _tell(self, event: TopLevelEvent) -> None:
-        self.conn.send(event)
+        self.conn.send(event, self._seq)
 
-    def serve(self) -> None:
+    def serve(self, start: Start, seq: int) -> None:
+        """Run the top level (``start`` was request ``seq``), then answer requests until the judge hangs up."""
+        self._seq = seq
+        self.start(start)
         while True:
             try:
-                request = self.conn.receive(JudgeRequest)
+                self._seq, request = self.conn.receive_numbered(JudgeRequest)
             except EOFError:
                 return
-            self.conn.send(self.answer(request))
+            self.conn.send(self.answer(request), self._seq)
 
     # -- one request --------------------------------------------------------------------------
     def answer(self, request: Any) -> Any:
@@ -146,9 +150,6 @@ class Runner:
                 return self.value(request)
             if isinstance(request, Query):
                 return self.query(request)
-            if isinstance(request, Start):
-                self.start(request)
-                return Ready()
         except (Exception, ProtocolError) as exc:  # noqa: BLE001 - the judge decides what it means
             return Failed(cut(f"{type(exc).__name__}: {exc} ({_grader_frame(exc)})", 400))
         return Failed(f"unexpected request {type(request).__name__}")

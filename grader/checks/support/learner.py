@@ -31,15 +31,15 @@ from grader.protocol import (
     Calling,
     Connection,
     Failed,
+    FunctionTimedOut,
     Hello,
     LearnerMessage,
     ProtocolError,
     Raised,
+    Ready,
     Returned,
+    TopLevelEvent,
     Value,
-)
-from grader.protocol import (
-    TimedOut as TimedOutReport,
 )
 
 if TYPE_CHECKING:
@@ -114,13 +114,15 @@ class LearnerProcess:
         self.in_flight: str | None = None  # the learner function a call waits on
         self.check_deadline = time.monotonic() + 30.0  # set by the judge when a check starts
         self._options: list[_Options] = []
+        self._seq = 0  # the last request's number (grader/protocol.py Connection)
 
     def ask(self, request: Any) -> Any:
         """Send ``request``; its answer. A Failed answer is the grader's (a bug, or learner code that
         took the device layer apart): GraderInternal."""
+        self._seq += 1
         try:
-            self.conn.send(request)
-            answer = self.conn.receive(LearnerMessage)
+            self.conn.send(request, self._seq)
+            answer = self.conn.receive(LearnerMessage, seq=self._seq)
         except (EOFError, OSError) as exc:
             raise LearnerGone("ended", str(exc)) from None
         except ProtocolError as exc:
@@ -128,6 +130,21 @@ class LearnerProcess:
         if isinstance(answer, Failed):
             raise GraderInternal(answer.error)
         return answer
+
+    def start(self, start: Any, relay: Callable[[Any], None]) -> None:
+        """The learner's top level runs; its events, cell by cell, go to ``relay`` until it is ready."""
+        self._seq += 1
+        try:
+            self.conn.send(start, self._seq)
+            while True:
+                message = self.conn.receive(TopLevelEvent | Ready, seq=self._seq)
+                if isinstance(message, Ready):
+                    return
+                relay(message)
+        except (EOFError, OSError) as exc:
+            raise LearnerGone("ended", str(exc)) from None
+        except ProtocolError as exc:
+            raise LearnerGone("broke_protocol", str(exc)) from None
 
     def expect(self, request: Any, kind: type) -> Any:
         answer = self.ask(request)
@@ -184,7 +201,7 @@ class LearnerProcess:
         if answer.kind == "already_timed_out":
             raise AlreadyTimedOut(name)
         if answer.kind == "timed_out":
-            self.report(TimedOutReport(function))
+            self.report(FunctionTimedOut(function))
             raise TimedOut(name)
         raised = LearnerRaised(answer.text, answer.where, name)
         if device is not None:
