@@ -31,6 +31,7 @@ from grader import __version__
 from grader.course import CHECKS_DIR, Course
 from grader.errors import GraderError
 from grader.grading import failed_report, grade
+from grader.isolation import NONE, Isolation, probe
 from grader.launch import Launcher, launcher_for_batch
 from grader.report import Stamp, StoredReport, load_report, seal_intact, seal_key, sealed, write_atomic, write_stored
 from grader.results import Report
@@ -253,8 +254,10 @@ class Batch:
     """One ``grader batch`` run; ``run()`` grades what is stale and writes the class files."""
 
     def __init__(self, course: Course, out_dir: Path, *, device: str = "auto", lang: str = "vi",
-                 workers: int = 1, force: bool = False, progress: bool = True, fork: bool = True) -> None:
+                 workers: int = 1, force: bool = False, progress: bool = True, fork: bool = True,
+                 isolation: Isolation = NONE) -> None:
         self.course, self.out_dir = course, out_dir
+        self.isolation = isolation
         self.device, self.lang = device, lang
         self.workers, self.force, self.progress, self.fork = workers, force, progress, fork
         self.course_hash = course_sha256(course)
@@ -297,7 +300,7 @@ class Batch:
         bar = tqdm(total=len(learners), initial=current, unit="learner", desc="grading", file=sys.stderr,
                    disable=not self.progress, dynamic_ncols=True)
         # Each worker forks its processes from servers that imported torch once, for the batch's lifetime.
-        with launcher_for_batch(self.fork, machine_share(self.workers, os.environ)) as launcher:
+        with launcher_for_batch(self.fork, machine_share(self.workers, os.environ), self.isolation) as launcher:
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grade")
             try:
                 futures = {pool.submit(self.grade, learner, stamp, launcher): learner for learner, stamp in todo}
@@ -317,8 +320,9 @@ class Batch:
 
 def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int = 1, force: bool = False,
               device: str = "auto", lang: str = "vi", shard: Shard | None = None,
-              progress: bool = True, fork: bool | None = None) -> BatchResult:
-    """``fork`` None: fork processes from warm servers unless GRADER_FORKSERVER=0 is set."""
+              progress: bool = True, fork: bool | None = None, isolation: Isolation | None = None) -> BatchResult:
+    """``fork`` None: fork processes from warm servers unless GRADER_FORKSERVER=0 is set;
+    ``isolation`` None: what this machine offers (grader/isolation.py)."""
     if workers < 1:
         raise GraderError(f"--workers: {workers!r} must be at least 1")
     if out_dir.resolve() == submissions.resolve():
@@ -329,7 +333,7 @@ def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int 
         learners = shard.pick(learners)
     fork = os.environ.get(FORK_VAR, "1") != "0" if fork is None else fork
     return Batch(course, out_dir, device=device, lang=lang, workers=workers, force=force,
-                 progress=progress, fork=fork).run(learners)
+                 progress=progress, fork=fork, isolation=isolation or probe()).run(learners)
 
 
 def merge(dirs: Sequence[Path], out_dir: Path, course: Course) -> int:

@@ -19,6 +19,8 @@ from grader.course import LANGS, load_course
 from grader.errors import ExitCode, GraderError
 from grader.gradescope import write_results
 from grader.grading import DEVICES, failed_report, grade
+from grader.isolation import NONE, Isolation, probe
+from grader.launch import ExecLauncher
 from grader.report import summary, write_yaml
 
 
@@ -40,9 +42,19 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true", help="no summary on the terminal")
     g.add_argument("--gradescope", type=Path, default=None, metavar="PATH",
                    help="also write Gradescope's results.json to PATH")
+    g.add_argument("--isolation", choices=ISOLATIONS, default="auto", help=ISOLATION_HELP)
     _add_instructor_commands(sub, common)
     _add_learner_commands(sub, common)
     return parser
+
+
+ISOLATIONS = ("auto", "none")
+ISOLATION_HELP = ("auto: learner code runs in a bubblewrap sandbox where the machine allows it (README, "
+                  "'Security model'); none: without one (the report says so)")
+
+
+def isolation_for(choice: str) -> Isolation:
+    return probe() if choice == "auto" else NONE
 
 
 def _version_line() -> str:
@@ -70,7 +82,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         raise GraderError(f"submission not found: {args.submission}")
     code = ExitCode.OK
     try:
-        report = grade(args.submission, course, device=args.device, lang=lang)
+        launcher = ExecLauncher(isolation=isolation_for(args.isolation))
+        report = grade(args.submission, course, device=args.device, lang=lang, launcher=launcher)
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a grader bug still leaves a report behind
@@ -101,6 +114,7 @@ def _add_instructor_commands(sub: argparse._SubParsersAction[argparse.ArgumentPa
     b.add_argument("--device", choices=DEVICES, default="auto")
     b.add_argument("--lang", choices=LANGS, default=None)
     b.add_argument("--quiet", action="store_true", help="no progress bar and no closing line")
+    b.add_argument("--isolation", choices=ISOLATIONS, default="auto", help=ISOLATION_HELP)
     m = sub.add_parser("merge", parents=[common],
                        help="one gradebook and summary from several batch outputs (shards)")
     m.add_argument("inputs", type=Path, nargs="+", metavar="OUT_DIR", help="batch output folders")
@@ -113,7 +127,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     try:
         done = run_batch(args.submissions, args.output, course, workers=args.workers, force=args.force,
                          device=args.device, lang=args.lang or course.default_lang, shard=shard,
-                         progress=not args.quiet)
+                         progress=not args.quiet, isolation=isolation_for(args.isolation))
     except OSError as exc:
         raise GraderError(f"batch: {exc}") from None
     if not args.quiet:

@@ -29,6 +29,7 @@ import traceback
 from typing import Any
 
 from grader.course import Limits
+from grader.isolation import drop_privileges, enter_run, join_cgroup
 from grader.launch import FIRST_FD, TOKEN_VAR, apply_limits
 
 # Imported once by a server; a judge's checks themselves are imported by pytest in each child.
@@ -53,11 +54,28 @@ def _write_token_in_place(name: str, value: str) -> None:
         i += 1
 
 
-def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+def _isolate(work_mb: int, cgroup_fd: int | None) -> None:
+    """Inside the server's sandbox: this process's own pid and mount namespaces (its children are
+    their first process), its run's cgroup, and nobody's uid (grader/isolation.py)."""
+    child = enter_run(work_mb)
+    if child is not None:  # the namespace's parent: wait for its first process, end as it ended
+        _, status = os.waitpid(child, 0)
+        os._exit(os.waitstatus_to_exitcode(status) % 256 if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+    if cgroup_fd is not None:
+        join_cgroup(cgroup_fd)
+
+
+def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: list[int],  # noqa: PLR0917
+                  isolated: bool, work_mb: int) -> None:
     code = 1
     try:
         sock.close()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        cgroup_fd = fds.pop() if request.get("cgroup") else None
+        if isolated:
+            _isolate(work_mb, cgroup_fd)
+        elif cgroup_fd is not None:
+            join_cgroup(cgroup_fd)
         targets = (0, 1, *range(FIRST_FD, FIRST_FD + len(fds) - 2))
         moved = [os.dup(fd) for fd in fds]  # out of the way first: a target may be another's source
         for fd in fds:
@@ -68,6 +86,8 @@ def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: 
         os.dup2(1, 2)
         limits = request["limits"]
         apply_limits(Limits(**limits) if limits else None)
+        if isolated:
+            drop_privileges()
         env: dict[str, str] = request["env"]
         if role == "learner" and TOKEN_VAR in env:
             # The token first, in the block /proc shows; then os.environ, which exec'd descendants inherit.
@@ -95,7 +115,7 @@ def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: 
         os._exit(code)
 
 
-def serve(role: str, fd: int) -> None:
+def serve(role: str, fd: int, isolated: bool = False, work_mb: int = 256) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     for name in PRELOAD[role]:
@@ -116,7 +136,7 @@ def serve(role: str, fd: int) -> None:
             return  # the grader closed its end
         pid = os.fork()
         if pid == 0:
-            _become_child(role, sock, json.loads(data), fds)
+            _become_child(role, sock, json.loads(data), fds, isolated, work_mb)
         for received in fds:
             os.close(received)
         sock.send(json.dumps({"pid": pid}).encode())
@@ -126,4 +146,5 @@ def serve(role: str, fd: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))
+    isolated = len(sys.argv) > 3 and sys.argv[3] == "isolated"
+    serve(sys.argv[1], int(sys.argv[2]), isolated, int(sys.argv[4]) if isolated else 256)

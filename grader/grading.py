@@ -14,8 +14,9 @@ from pathlib import Path
 from grader import __version__
 from grader.course import CheckSpec, Course, Visibility
 from grader.errors import GraderFailure
-from grader.launch import Launcher
-from grader.results import CheckOutcome, DeviceInfo, Report
+from grader.isolation import probe
+from grader.launch import ExecLauncher, Launcher
+from grader.results import CheckOutcome, DeviceInfo, IsolationInfo, Report
 from grader.sandbox import run_checks
 from grader.scoring import absent_outcome, build_report, explain_missing, problem_outcome, top_level_stops
 from grader.submission import Submission, load_submission
@@ -28,7 +29,7 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
           visibility: Iterable[Visibility] = ("public", "hidden"),
           exercises: Iterable[str] | None = None, launcher: Launcher | None = None) -> Report:
     """Grade the submission at ``path``; its processes start with ``launcher`` (grader/launch.py:
-    exec'd unless a batch passes its fork servers)."""
+    exec'd, isolated as this machine allows, unless a batch passes its fork servers)."""
     started = time.monotonic()
     submission = load_submission(path, course.modules)
     wanted = set(exercises) if exercises is not None else set(course.exercise_ids)
@@ -47,6 +48,7 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
             else:
                 to_run.append(check)
     device_info = UNKNOWN_DEVICE
+    launcher = launcher or ExecLauncher(isolation=probe())
     notes: tuple[str, ...] = ()
     output = ""
     failure: GraderFailure | None = None
@@ -62,7 +64,8 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
         failure = run.grader_error
     return build_report(course, submission, chosen, outcomes, device=device_info, lang=lang,
                         seconds=time.monotonic() - started, version=__version__, notes=notes,
-                        output=output, failure=failure, top_level=top_level)
+                        output=output, failure=failure, top_level=top_level,
+                        isolation=IsolationInfo(launcher.isolation.mode, launcher.isolation.missing))
 
 
 def failed_report(path: Path, course: Course, reason: str, lang: str) -> Report:

@@ -35,7 +35,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Literal, Protocol
 
+from grader import isolation as iso
 from grader.course import Limits
+from grader.isolation import Isolation, join_cgroup
 
 Role = Literal["judge", "learner"]
 FIRST_FD = 3  # where a child finds the fds it was passed, in order
@@ -78,6 +80,7 @@ class Spawn:
     fds: tuple[int, ...]  # handed to the child, which finds them at FIRST_FD, FIRST_FD + 1, ...
     limits: Limits | None = None  # the learner process's; the judge runs without
     device: str = "auto"  # the learner process's --device
+    cgroup_fd: int | None = None  # the learner process writes itself into its run's cgroup through it
 
 
 class Child(Protocol):
@@ -87,6 +90,7 @@ class Child(Protocol):
     stdin: IO[bytes]
     stdout: IO[bytes]
     fds: tuple[int, ...]  # where the child finds the fds it was passed
+    host_pid: bool  # whether ``pid`` is a pid of the grader's namespace (a forked isolated one is not)
 
     @property
     def returncode(self) -> int | None: ...
@@ -96,6 +100,8 @@ class Child(Protocol):
 
 
 class Launcher(Protocol):
+    isolation: Isolation  # how the learner processes it starts are isolated
+
     def start(self, spawn: Spawn) -> Child: ...
 
 
@@ -106,14 +112,31 @@ def argv(spawn: Spawn, fds: tuple[int, ...]) -> list[str]:
     return [sys.executable, "-m", "grader.learner", str(fds[0]), spawn.device]
 
 
-class Exec:
-    """A Popen, and where the child finds its passed fds (their own numbers)."""
+def _exec_child(limits: Limits | None, cgroup_fd: int | None) -> None:
+    """In the exec'd child, before exec: its session, its limits, its run's cgroup."""
+    apply_limits(limits)
+    if cgroup_fd is not None:
+        join_cgroup(cgroup_fd)
 
-    def __init__(self, spawn: Spawn) -> None:
+
+class Exec:
+    """A Popen, and where the child finds its passed fds (their own numbers). A learner process is
+    exec'd inside its sandbox when the launcher isolates (grader/isolation.py)."""
+
+    host_pid = True
+
+    def __init__(self, spawn: Spawn, isolation: Isolation = iso.NONE) -> None:
+        command = argv(spawn, spawn.fds)
+        env = dict(spawn.env)
+        cwd = spawn.cwd
+        if spawn.role == "learner" and isolation.mode == "bwrap":
+            work_mb = spawn.limits.file_size_mb if spawn.limits else 256
+            command = iso.command(isolation, command, env, work_mb)  # it starts in its own work dir
+            cwd = tempfile.gettempdir()
         self.popen = subprocess.Popen(
-            argv(spawn, spawn.fds), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=spawn.cwd, env=dict(spawn.env), pass_fds=spawn.fds,
-            preexec_fn=functools.partial(apply_limits, spawn.limits),  # noqa: PLW1509 - must run before exec
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=cwd, env=env, pass_fds=spawn.fds,
+            preexec_fn=functools.partial(_exec_child, spawn.limits, spawn.cgroup_fd),  # noqa: PLW1509 - before exec
         )
         self.pid = self.popen.pid
         self.stdin: IO[bytes] = self.popen.stdin  # type: ignore[assignment]
@@ -135,11 +158,12 @@ class ExecLauncher:
     """Each process a fresh Python; ``env`` is added to every process's environment (a batch's
     share of the machine: its threads, its part of the GPU)."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, isolation: Isolation = iso.NONE) -> None:
         self.env = dict(env or {})
+        self.isolation = isolation
 
     def start(self, spawn: Spawn) -> Child:
-        return Exec(dataclasses.replace(spawn, env={**spawn.env, **self.env}))
+        return Exec(dataclasses.replace(spawn, env={**spawn.env, **self.env}), self.isolation)
 
 
 class ServerGone(Exception):
@@ -152,6 +176,7 @@ class ForkedChild:
     def __init__(self, server: ForkServer, pid: int, stdin: int, stdout: int) -> None:
         self._server = server
         self.pid = pid
+        self.host_pid = not server.isolated  # an isolated server's pids are of its own namespace
         self.returncode: int | None = None
         self._server_alive = True
         self.stdin = os.fdopen(stdin, "wb")
@@ -161,7 +186,7 @@ class ForkedChild:
     def poll(self) -> int | None:
         if self.returncode is None and self._server_alive and select.select([self._server.sock], [], [], 0)[0]:
             self._read_exit()
-        if self.returncode is None and not self._server_alive and not _running(self.pid):
+        if self.returncode is None and not self._server_alive and (not self.host_pid or not _running(self.pid)):
             self.returncode = -signal.SIGKILL  # exit status unknown: what the grader does to it anyway
         return self.returncode
 
@@ -197,22 +222,27 @@ def _running(pid: int) -> bool:
 
 
 class ForkServer:
-    """The grader's end of one server (``python -m grader.forkserver ROLE FD``)."""
+    """The grader's end of one server (``python -m grader.forkserver ROLE FD``). An isolated
+    learner server runs inside a bubblewrap sandbox of its own (grader/isolation.py)."""
 
-    def __init__(self, role: Role, env: Mapping[str, str]) -> None:
+    def __init__(self, role: Role, env: Mapping[str, str], isolation: Isolation = iso.NONE,
+                 work_mb: int = 256) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         self.role = role
         self.env = dict(env)
+        self.isolated = role == "learner" and isolation.forks
         server_env = dict(env)
         if role == "learner":
             # The run token is written into each child's environment block in place (grader/forkserver.py).
             server_env[TOKEN_VAR] = "0" * TOKEN_LENGTH
         # NVML answers a stray is_available() without initialising CUDA, which a fork would break.
         server_env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        command = [sys.executable, "-m", "grader.forkserver", role, str(theirs.fileno())]
+        if self.isolated:
+            command = iso.server_command(isolation, [*command, "isolated", str(work_mb)], server_env, work_mb)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.forkserver", role, str(theirs.fileno())], env=server_env,
-            cwd=tempfile.gettempdir(), pass_fds=(theirs.fileno(),),
+            command, env=server_env, cwd=tempfile.gettempdir(), pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C in the terminal is the grader's to handle
         )
@@ -235,9 +265,12 @@ class ForkServer:
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
         try:
-            request = json.dumps({"cwd": spawn.cwd, "env": dict(spawn.env), "device": spawn.device,
-                                  "limits": dataclasses.asdict(spawn.limits) if spawn.limits else None}).encode()
-            socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds])
+            env = iso.learner_env(spawn.env) if self.isolated else dict(spawn.env)
+            request = json.dumps({"cwd": spawn.cwd, "env": env, "device": spawn.device,
+                                  "limits": dataclasses.asdict(spawn.limits) if spawn.limits else None,
+                                  "cgroup": spawn.cgroup_fd is not None}).encode()
+            extra = [spawn.cgroup_fd] if spawn.cgroup_fd is not None else []
+            socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *extra])
             reply = self.receive() if select.select([self.sock], [], [], 30.0)[0] else None
         except OSError:
             reply = None
@@ -267,12 +300,12 @@ class ForkLauncher:
     when the launcher closes. A server that could not start is not tried again in that thread:
     its processes are exec'd."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, isolation: Isolation = iso.NONE) -> None:
         self.env = dict(env or {})
+        self.isolation = isolation
         self._local = threading.local()
         self._servers: list[ForkServer] = []
         self._lock = threading.Lock()
-        self._exec = ExecLauncher(self.env)
         self.usable = sys.platform == "linux"
 
     def __enter__(self) -> ForkLauncher:
@@ -281,18 +314,20 @@ class ForkLauncher:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _server(self, role: Role, env: Mapping[str, str]) -> ForkServer | None:
+    def _server(self, role: Role, env: Mapping[str, str], work_mb: int) -> ForkServer | None:
         failed: set[Role] = self._local.__dict__.setdefault("failed", set())
         servers: dict[Role, ForkServer] = self._local.__dict__.setdefault("servers", {})
         if role in failed or not self.usable:
             return None
+        if role == "learner" and self.isolation.mode == "bwrap" and not self.isolation.forks:
+            return None  # isolated, but this machine cannot fork isolated processes: each is exec'd
         server = servers.get(role)
         if server is not None and server.alive() and server.env == dict(env):
             return server
         if server is not None:
             server.close()
         try:
-            server = ForkServer(role, env)
+            server = ForkServer(role, env, self.isolation, work_mb)
         except (ServerGone, OSError):
             failed.add(role)
             servers.pop(role, None)
@@ -305,13 +340,13 @@ class ForkLauncher:
     def start(self, spawn: Spawn) -> Child:
         spawn = dataclasses.replace(spawn, env={**spawn.env, **self.env})
         server_env = {k: v for k, v in spawn.env.items() if k != TOKEN_VAR}
-        server = self._server(spawn.role, server_env)
+        server = self._server(spawn.role, server_env, spawn.limits.file_size_mb if spawn.limits else 256)
         if server is not None:
             try:
                 return server.start(spawn)
             except ServerGone:
                 self._local.servers.pop(spawn.role, None)
-        return Exec(spawn)
+        return Exec(spawn, self.isolation)
 
     def close(self) -> None:
         with self._lock:
@@ -322,11 +357,11 @@ class ForkLauncher:
 
 
 @contextlib.contextmanager
-def launcher_for_batch(fork: bool, env: Mapping[str, str]) -> Iterator[Launcher]:
+def launcher_for_batch(fork: bool, env: Mapping[str, str], isolation: Isolation) -> Iterator[Launcher]:
     """What ``grader batch`` grades with, for its lifetime: processes forked from warm servers
     (unless ``fork`` is False), each with ``env`` added (its share of the machine)."""
     if not fork:
-        yield ExecLauncher(env)
+        yield ExecLauncher(env, isolation)
         return
-    with ForkLauncher(env) as launcher:
+    with ForkLauncher(env, isolation) as launcher:
         yield launcher

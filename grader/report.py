@@ -32,6 +32,7 @@ from grader.results import (
     DeviceInfo,
     ExerciseResult,
     ExerciseStatus,
+    IsolationInfo,
     Report,
     TopLevelStop,
 )
@@ -71,6 +72,8 @@ def as_dict(report: Report) -> dict[str, Any]:
         "grader_version": report.grader_version,
         "notes": list(report.notes),
         "grader_error": report.grader_error or None,
+        "isolation": {"mode": report.isolation.mode, **({"missing": list(report.isolation.missing)}
+                                                         if report.isolation.missing else {})},
         # The learner's cells that stopped (no points lost): once here, never inside a check.
         "top_level": [
             {"where": stop.where, "kind": stop.kind, "error": stop.error, "message": stop.message,
@@ -200,6 +203,7 @@ def from_dict(data: Any) -> Report:
     if not isinstance(data, Mapping):
         raise ReportError("not a mapping")
     device = _field(data, "device", Mapping, "report")
+    isolation = data.get("isolation") if isinstance(data.get("isolation"), Mapping) else {}
     exercises = []
     for ex_id, ex in _field(data, "exercises", Mapping, "report").items():
         where = f"exercise {ex_id}"
@@ -221,6 +225,8 @@ def from_dict(data: Any) -> Report:
         grading_seconds=float(data.get("grading_seconds") or 0.0), grader_version=str(data.get("grader_version") or ""),
         notes=tuple(str(n) for n in data.get("notes") or ()), output=str(data.get("output") or ""),
         grader_error=str(data.get("grader_error") or ""), top_level=stops,
+        isolation=IsolationInfo(str(isolation.get("mode", "none")),
+                                tuple(str(m) for m in isolation.get("missing") or ())),
     )
 
 

@@ -71,6 +71,15 @@ class TopLevelStop:
 
 
 @dataclass(frozen=True)
+class IsolationInfo:
+    """How the learner's code was kept from the grader, other learners and the network
+    (grader/isolation.py): ``bwrap``, or ``none`` with what this machine lacks."""
+
+    mode: str = "none"
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Report:
     learner: str
     submission: str
@@ -87,3 +96,4 @@ class Report:
     # naming the cause; every check is then skipped and the score says nothing about the learner.
     grader_error: str = ""
     top_level: tuple[TopLevelStop, ...] = ()  # in the order the cells come in the submission
+    isolation: IsolationInfo = IsolationInfo()

@@ -38,6 +38,7 @@ from grader.blame import Context, KillReason, RunEnd, Settled, Trace, settle
 from grader.channel import parse
 from grader.course import CheckSpec, Limits
 from grader.errors import GraderFailure
+from grader.isolation import HOME, Isolation, RunCgroup, probe
 from grader.launch import TOKEN_VAR, Child, ExecLauncher, Launcher, Spawn
 from grader.protocol import (
     CellStop,
@@ -69,6 +70,7 @@ class SandboxRun:
     output: str  # what the learner's code printed, cut at limits.output_kb
     grader_error: GraderFailure | None = None  # the checks could not run at all: no verdict
     stops: tuple[CellStop, ...] = ()  # the learner's top-level cells that did not run to their end
+    isolation: Isolation | None = None  # how the learner processes were isolated
 
 
 @dataclass
@@ -100,7 +102,25 @@ def sandbox_features() -> dict[str, tuple[bool, str]]:
     fork = sys.platform == "linux"
     features["fork server"] = (True, "available (grader batch forks its processes from warm servers)" if fork
                                else "not on this platform: processes are exec'd (slower, same results)")
+    isolation = probe()
+    if isolation.mode == "bwrap":
+        how = f"bubblewrap ({isolation.bwrap})" + ("; forked processes isolated too" if isolation.forks else "")
+        features["isolation"] = (True, how + "".join(f"; missing: {m}" for m in isolation.missing))
+    else:
+        features["isolation"] = (True, "none: learner code runs beside the grader, unisolated (missing: "
+                                        + "; ".join(isolation.missing) + ")")
     return features
+
+
+def token_tasks(token: str) -> int:
+    """How many processes and threads carry this run's token (threads count, as in a pids cgroup)."""
+    count = 0
+    for pid in token_processes(token):
+        try:
+            count += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            continue
+    return count
 
 
 def token_processes(token: str) -> list[int]:
@@ -153,6 +173,7 @@ class _Pair:
     channel: int
     key: bytes
     token: str
+    cgroup: RunCgroup | None
     trace: Trace = field(default_factory=Trace)
     buffer: bytes = b""
     forged: int = 0
@@ -177,6 +198,7 @@ class _Runner:
         self.workdir, self.sources = workdir, sources
         self.checks = {c.id: c for c in checks}
         self.device, self.limits, self.launcher = device, limits, launcher
+        self.isolation = launcher.isolation
         self.outcomes: dict[str, CheckOutcome] = {}
         self.device_info: DeviceInfo | None = None
         self.notes: list[str] = []
@@ -193,9 +215,13 @@ class _Runner:
     def pending(self) -> list[CheckSpec]:
         return [c for c in self.checks.values() if c.id not in self.outcomes]
 
+    def learner_workdir(self) -> str:
+        """Where the learner process works: its sandbox's own tmpfs, or (not isolated) a temporary dir."""
+        return HOME if self.isolation.mode == "bwrap" else str(self.workdir)
+
     def start_message(self, pending: list[CheckSpec]) -> Start:
         wanted = {c.exercise for c in pending}
-        return Start({ex: s.as_source() for ex, s in self.sources.items() if ex in wanted}, str(self.workdir),
+        return Start({ex: s.as_source() for ex, s in self.sources.items() if ex in wanted}, self.learner_workdir(),
                      self.limits.cell_timeout_s, max(self.limits.top_level_timeout_s - self.top_level_spent, 0.0),
                      tuple(sorted(self.skip)), tuple(sorted(self.timed_out)))
 
@@ -212,7 +238,7 @@ class _Runner:
             if len(self.outcomes) + len(self.skip) == before:  # nothing progressed: never loop forever
                 self.charge_rest("error", "child_failed", {"code": "no check started"})
         return SandboxRun(dict(self.outcomes), self.device_info, tuple(self.notes), self.runs,
-                          self.output.text(), self.grader_error, tuple(self.stops.values()))
+                          self.output.text(), self.grader_error, tuple(self.stops.values()), self.isolation)
 
     def charge_rest(self, status: str, message_id: str, params: Mapping[str, str] | None = None) -> None:
         for check in self.pending():
@@ -226,9 +252,12 @@ class _Runner:
         token = secrets.token_hex(16)
         base = base_env()
         learner_env = {**base, TOKEN_VAR: token, **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
+        # Threads count: the learner process's own (torch's pool) are a few; the limit is on top of them.
+        cgroup = RunCgroup(self.isolation.cgroups, self.limits.max_processes) if self.isolation.cgroups else None
+        cgroup_fd = cgroup.procs_fd() if cgroup is not None else None
         try:
-            learner = self.launcher.start(Spawn("learner", learner_env, str(self.workdir), (learner_end.fileno(),),
-                                                self.limits, self.device))
+            learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
+                                                self.limits, self.device, cgroup_fd))
             learner.stdin.close()
             judge = self.launcher.start(Spawn("judge", {**base, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
                                               (write_fd, judge_end.fileno())))
@@ -236,12 +265,14 @@ class _Runner:
             learner_end.close()
             judge_end.close()
             os.close(write_fd)
+            if cgroup_fd is not None:
+                os.close(cgroup_fd)
         checks = tuple(PlannedCheck(c.id, c.nodeid, c.timeout_s) for c in pending)
         plan = Plan(checks, self.start_message(pending), self.device, judge.fds[0], judge.fds[1], key.hex())
         with contextlib.suppress(OSError):
             judge.stdin.write(encode(plan) + b"\n")
             judge.stdin.close()
-        return _Pair(judge, learner, read_fd, key, token)
+        return _Pair(judge, learner, read_fd, key, token, cgroup)
 
     def run_pair(self, pending: list[CheckSpec]) -> None:
         pair = self.spawn(pending)
@@ -263,7 +294,8 @@ class _Runner:
                     break
                 if now >= next_watch:
                     next_watch = now + WATCH_EVERY_S
-                    if len(token_processes(pair.token)) > self.limits.max_processes:
+                    if (pair.cgroup.hit_limit() if pair.cgroup is not None
+                            else token_tasks(pair.token) > self.limits.max_processes):
                         killed_for = "process_limit"
                         break
                 wait = min(check_deadline, self.deadline, next_watch, cell_deadline) - now
@@ -298,11 +330,16 @@ class _Runner:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.wait(timeout=wait)
         learner_exit = pair.learner.poll()
-        kill_everything(pair.learner.pid, pair.token)
+        if pair.cgroup is not None:
+            pair.cgroup.kill()  # every process and thread of the run, wherever it went
+        if pair.learner.host_pid:
+            kill_everything(pair.learner.pid, pair.token)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pair.judge.pid, signal.SIGKILL)
         pair.learner.wait()
         pair.judge.wait()
+        if pair.cgroup is not None:
+            pair.cgroup.remove()
         self.drain(pair.learner.stdout, self.output)
         self.drain(pair.judge.stdout, self.judge_output)
         os.close(pair.channel)

@@ -17,6 +17,7 @@ from grader.results import (
     DeviceInfo,
     ExerciseResult,
     ExerciseStatus,
+    IsolationInfo,
     Report,
     TopLevelStop,
 )
@@ -149,7 +150,8 @@ def failure_text(failure: GraderFailure, lang: str) -> str:
 def build_report(course: Course, submission: Submission, exercises: tuple[Exercise, ...],
                  outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: str, seconds: float,
                  version: str, notes: tuple[str, ...] = (), output: str = "",
-                 failure: GraderFailure | None = None, top_level: tuple[TopLevelStop, ...] = ()) -> Report:
+                 failure: GraderFailure | None = None, top_level: tuple[TopLevelStop, ...] = (),
+                 isolation: IsolationInfo | None = None) -> Report:
     """The scored report. With ``failure`` the grader could not grade at all: every check is
     skipped, whatever ``outcomes`` hold, and the report names the cause."""
     reason = ""
@@ -173,4 +175,5 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
         output=output,
         grader_error=reason,
         top_level=top_level if failure is None else (),
+        isolation=isolation or IsolationInfo(),
     )

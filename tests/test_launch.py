@@ -20,7 +20,7 @@ def test_a_server_that_cannot_start_leaves_the_processes_to_exec(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     starts = []
 
-    def broken(self: object, role: str, env: object) -> None:
+    def broken(self: object, role: str, *args: object) -> None:
         starts.append(role)
         raise launch.ServerGone("cannot start")
 

