@@ -7,7 +7,8 @@ Measures, on this machine:
   * seconds to grade one full submission (solutions/) with ``grader grade``;
   * seconds per learner for a class (copies of solutions/, the correct styles, the stubs and
     solutions with one known mistake each) with ``grader batch --workers 1`` and ``--workers 2``,
-    and ``--workers 2`` with ``GRADER_FORKSERVER=0`` (every sandbox a fresh Python);
+    and ``--workers 2`` with ``GRADER_FORKSERVER=0`` (every sandbox a fresh Python) and with
+    ``--isolation none`` (no bubblewrap: what isolation costs, target <= 15% per learner);
   * where one grade's time goes: process start, imports, each exercise's checks (from the
     report's per-check ``seconds``), and the rest (the sandboxed child starting up).
 Each step runs the real command line in a subprocess, as an instructor would. Besides wall
@@ -83,9 +84,10 @@ def make_class(root: Path, size: int) -> Path:
     return cls
 
 
-def batch(cls: Path, out: Path, workers: int, device: str, fork_server: bool = True) -> float:
+def batch(cls: Path, out: Path, workers: int, device: str, *, fork_server: bool = True,
+          isolation: str = "auto") -> float:
     return timed([sys.executable, "-m", "grader", "batch", str(cls), "-o", str(out), "--workers", str(workers),
-                  "--force", "--quiet", "--device", device, "--lang", "en"],
+                  "--force", "--quiet", "--device", device, "--lang", "en", "--isolation", isolation],
                  env={"GRADER_FORKSERVER": "1" if fork_server else "0"})
 
 
@@ -120,15 +122,20 @@ def main() -> int:
         submission = work / "solutions"
         shutil.copytree(ROOT / "solutions", submission, ignore=shutil.ignore_patterns("__pycache__"))
         report_path = work / "report.yaml"
-        runs = []  # (wall, cpu, report) of each run
-        for _ in range(args.repeats):
-            wall = timed([py, "-m", "grader", "grade", str(submission), "-o", str(report_path), "--quiet",
-                          "--device", args.device])
-            runs.append((wall, CPU_SECONDS[-1], yaml.safe_load(report_path.read_text(encoding="utf-8"))))
-        runs.sort(key=lambda run: run[0])
-        one, one_cpu, report = runs[len(runs) // 2]
-        print(f"grade one full submission:      {one:6.2f} s   (runs: {', '.join(f'{r[0]:.2f}' for r in runs)}; "
-              f"CPU {one_cpu:.2f} s; score {report['score']:g})")
+        median_run = {}
+        for isolation in ("auto", "none"):
+            runs = []  # (wall, cpu, report) of each run
+            for _ in range(args.repeats):
+                wall = timed([py, "-m", "grader", "grade", str(submission), "-o", str(report_path), "--quiet",
+                              "--device", args.device, "--isolation", isolation])
+                runs.append((wall, CPU_SECONDS[-1], yaml.safe_load(report_path.read_text(encoding="utf-8"))))
+            runs.sort(key=lambda run: run[0])
+            median_run[isolation] = runs[len(runs) // 2]
+            mode = median_run[isolation][2]["isolation"]["mode"]
+            print(f"grade one full submission, --isolation {isolation} ({mode}): {median_run[isolation][0]:6.2f} s   "
+                  f"(runs: {', '.join(f'{r[0]:.2f}' for r in runs)}; CPU {median_run[isolation][1]:.2f} s; "
+                  f"score {median_run[isolation][2]['score']:g})")
+        one, one_cpu, report = median_run["auto"]
         print(f"  = {one / torch_s:.2f} x import torch wall, {one_cpu / torch_cpu:.2f} x in CPU  (target <= 3)")
         checks = breakdown(report)
         inside = float(report["grading_seconds"])
@@ -141,20 +148,27 @@ def main() -> int:
 
         cls = make_class(work, args.learners)
         walls = {}
-        for workers, fork_server in ((1, True), (2, True), (2, False)):
-            out = work / f"out-{workers}-{fork_server}"
-            walls[workers, fork_server] = wall = batch(cls, out, workers, args.device, fork_server)
+        for workers, fork_server, isolation in ((1, True, "auto"), (2, True, "auto"), (2, True, "none"),
+                                                (2, False, "auto")):
+            out = work / f"out-{workers}-{fork_server}-{isolation}"
+            wall = batch(cls, out, workers, args.device, fork_server=fork_server, isolation=isolation)
+            walls[workers, fork_server, isolation] = wall
             cpu = CPU_SECONDS[-1]
             graded = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in out.glob("learner*.yaml")]
             mean_grade = statistics.fmean(float(r["grading_seconds"]) for r in graded)
             mean_checks = statistics.fmean(sum(breakdown(r).values()) for r in graded)
-            label = f"--workers {workers}" + ("" if fork_server else ", GRADER_FORKSERVER=0")
+            label = (f"--workers {workers}" + ("" if fork_server else ", GRADER_FORKSERVER=0")
+                     + ("" if isolation == "auto" else f", --isolation {isolation}"))
             print(f"class of {args.learners}, {label}:    {wall:6.1f} s wall, "
                   f"{wall / args.learners:5.2f} s per learner, {args.learners / wall * 60:5.1f} learners/min")
             print(f"    per learner: grade {mean_grade:.2f} s, of which checks {mean_checks:.2f} s; "
                   f"CPU {cpu / args.learners:.2f} s; {cpu / wall:.2f} cores busy")
-        print(f"  2 workers / 1 worker throughput: {walls[1, True] / walls[2, True]:.2f} x  (target >= 1.8)")
-        print(f"  fork server / exec'd sandboxes, 2 workers: {walls[2, False] / walls[2, True]:.2f} x")
+        print(f"  2 workers / 1 worker throughput: {walls[1, True, 'auto'] / walls[2, True, 'auto']:.2f} x  "
+              "(target >= 1.8)")
+        print(f"  fork server / exec'd sandboxes, 2 workers: "
+              f"{walls[2, False, 'auto'] / walls[2, True, 'auto']:.2f} x")
+        cost = walls[2, True, "auto"] / walls[2, True, "none"] - 1
+        print(f"  isolation's cost per learner, 2 workers: {100 * cost:+.1f} %  (target <= 15 %)")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -40,6 +40,7 @@ from grader.protocol import (
     GraderBroken,
     LearnerLost,
     TopLevelEvent,
+    cut,
 )
 from grader.results import CheckOutcome, CheckStatus, DeviceInfo
 
@@ -109,7 +110,7 @@ class Trace:
 
 
 def _capped(stop: CellStop) -> CellStop:
-    return dataclasses.replace(stop, label=stop.label[:40], error=stop.error[:200],
+    return dataclasses.replace(stop, label=stop.label[:40], error=cut(stop.error, 300),
                                kept=tuple(name[:60] for name in stop.kept[:50]))
 
 
@@ -161,7 +162,7 @@ def describe_exit(code: int | None) -> str:
 
 def outcome_of(message: CheckEnded) -> CheckOutcome:
     return CheckOutcome(message.check, message.status, message.message[:80],
-                        {str(k)[:40]: str(v)[:400] for k, v in list(message.params.items())[:20]},
+                        {str(k)[:40]: cut(str(v), 500) for k, v in list(message.params.items())[:20]},
                         message.mode, message.duration_s, tuple(d[:60] for d in message.devices[:8]))
 
 

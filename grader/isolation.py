@@ -61,6 +61,8 @@ GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/d
 CGROUP_V1 = Path("/sys/fs/cgroup/pids")
 CGROUP_V2 = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "grader"
+PACKAGE_DIRS = ("site-packages", "dist-packages")
+PIPE_BUFFER = 65536  # Linux's default pipe capacity: bubblewrap's arguments are written at once
 
 
 @dataclass(frozen=True)
@@ -154,17 +156,20 @@ def namespace_args(as_root: bool) -> list[str]:
 
 
 def _bound_paths() -> list[str]:
-    """What the interpreter needs, read-only: its prefix, the venv's, and every other import dir of
-    its own (site-packages) — never the grader's project folder."""
-    wanted = {sys.base_prefix, sys.prefix}
-    for entry in sys.path:
-        if entry and os.path.isdir(entry) and not entry.startswith(str(PACKAGE_ROOT) + os.sep) \
-                and os.path.realpath(entry) != str(PACKAGE_ROOT):
-            wanted.add(entry)
+    """What the interpreter needs, read-only: its prefix, the venv's, and the package dirs it
+    imports from (site-packages, dist-packages) — never the working directory, nor a dir that
+    holds the grader's project folder (a venv inside the project is fine: only the venv is bound).
+    A grader installed into site-packages (not editable: Gradescope's image) is masked instead."""
+    project = str(PACKAGE_ROOT)
+    installed = os.path.basename(project) in PACKAGE_DIRS
+    packages = [entry for entry in sys.path if entry and os.path.basename(entry.rstrip("/")) in
+                PACKAGE_DIRS and os.path.isdir(entry)]
     kept: list[str] = []
-    for path in sorted(wanted, key=len):
-        if path != "/" and not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
-            kept.append(path)
+    for path in sorted({os.path.abspath(p) for p in (sys.base_prefix, sys.prefix, *packages)}, key=len):
+        holds_project = not installed and (project == path or project.startswith(path.rstrip("/") + "/"))
+        if holds_project or any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            continue
+        kept.append(path)
     return kept
 
 
@@ -178,10 +183,12 @@ def _masks(bound: list[str]) -> list[str]:
     pointers back to the project: hidden under empty mounts."""
     args: list[str] = []
     for root in bound:
-        for site in Path(root).glob("lib/python*/site-packages") if not root.endswith("-packages") else [Path(root)]:
+        roots = [Path(root)] if root.endswith("-packages") else [
+            *Path(root).glob("lib/python*/site-packages"), *Path(root).glob("lib/python*/dist-packages")]
+        for site in roots:
             installed = site / "grader"
-            if installed.is_dir():
-                args += ["--tmpfs", str(installed)]
+            if installed.is_dir():  # empty and read-only: nothing passes through it between runs
+                args += ["--tmpfs", str(installed), "--remount-ro", str(installed)]
             for pointer in site.glob("__editable__*"):
                 args += ["--ro-bind", "/dev/null", str(pointer)]
     return args
@@ -201,7 +208,15 @@ def view_args(work_mb: int) -> list[str]:
         if os.path.exists(etc):
             args += ["--ro-bind", etc, etc]
     bound = _bound_paths()
-    made: set[str] = {"/usr"}
+    size = str(work_mb * 1024 * 1024)
+    # /tmp is the work dir's when it can be; an interpreter that lives under /tmp (a venv made in
+    # a temporary dir) needs a /tmp of its own to be bound in: then it is read-only (TMPDIR, the
+    # work dir's tmp/, is where temporary files go), so that nothing passes through it from one
+    # learner process to the next.
+    tmp_own = any(path == "/tmp" or path.startswith("/tmp/") for path in bound)
+    if tmp_own:
+        args += ["--perms", "0755", "--tmpfs", "/tmp"]
+    made: set[str] = {"/usr", "/tmp"} if tmp_own else {"/usr"}
     for path in bound:
         for parent in _parents(path):
             if parent not in made and not os.path.islink(parent):
@@ -217,16 +232,16 @@ def view_args(work_mb: int) -> list[str]:
         args += ["--dev-bind-try", device, device]
     for index in range(16):
         args += ["--dev-bind-try", f"/dev/nvidia{index}", f"/dev/nvidia{index}"]
-    args += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(work_mb * 1024 * 1024), "--perms", "0777", "--tmpfs", HOME,
-             "--perms", "1777", "--dir", f"{HOME}/tmp", "--symlink", f"{HOME}/tmp", "/tmp", "--chdir", HOME]
-    return args
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--perms", "0777", "--tmpfs", HOME,
+             "--perms", "1777", "--dir", f"{HOME}/tmp"]
+    args += ["--remount-ro", "/tmp"] if tmp_own else ["--symlink", f"{HOME}/tmp", "/tmp"]
+    return [*args, "--chdir", HOME]
 
 
 def learner_env(env: Mapping[str, str]) -> dict[str, str]:
     """The learner process's environment inside the sandbox: a few of the grader's, and its own paths."""
     kept = {name: env[name] for name in PASSED_ENV if name in env}
-    kept.update({"HOME": HOME, "TMPDIR": "/tmp", "PYTHONPATH": PACKAGE_VIEW, "USER": "learner",
+    kept.update({"HOME": HOME, "TMPDIR": f"{HOME}/tmp", "PYTHONPATH": PACKAGE_VIEW, "USER": "learner",
                  "PATH": env.get("PATH", "/usr/bin:/bin")})
     return kept
 
@@ -246,10 +261,39 @@ def drop_args() -> list[str]:
 
 
 def command(isolation: Isolation, argv: list[str], env: Mapping[str, str], work_mb: int) -> list[str]:
-    """``argv`` (the learner process) run inside its sandbox, as its own pid namespace's first process."""
+    """``argv`` (the learner process) run inside its sandbox. Its pid namespace's first process is
+    bubblewrap's init (root's: not signalable by nobody); when the learner process ends, the init
+    ends, and the kernel ends the rest."""
     drop = drop_args() if isolation.as_root else []
-    return [isolation.bwrap, *namespace_args(isolation.as_root), "--as-pid-1", *view_args(work_mb),
-            *env_args(env), "--", *drop, *argv]
+    return [isolation.bwrap, *namespace_args(isolation.as_root), *view_args(work_mb), *env_args(env), "--",
+            *drop, *argv]
+
+
+def hidden_args(command: list[str]) -> tuple[list[str], int]:
+    """bubblewrap reads its options from a pipe (``--args FD``), so that its init's command line,
+    which anyone in the sandbox can read in /proc/1/cmdline, names no path outside the sandbox.
+    Returns the command to run and the fd to pass it (the caller closes it once started)."""
+    split = command.index("--")  # the options go through the pipe, the command stays (bwrap wants it so)
+    read, write = os.pipe()
+    try:
+        data = b"".join(arg.encode() + b"\0" for arg in command[1:split])
+        if len(data) > PIPE_BUFFER:
+            raise OSError(f"bubblewrap's arguments ({len(data)} bytes) do not fit a pipe")
+        os.write(write, data)
+    except BaseException:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+    return [command[0], "--args", str(read), *command[split:]], read
+
+
+def exit_status(code: int | None) -> int | None:
+    """An isolated process's exit status as Popen gives it: bubblewrap's init (and the forked
+    learner's, ``enter_run``) exit with 128 + the signal that ended the learner process."""
+    if code is not None and 128 < code < 128 + 65:
+        return -(code - 128)
+    return code
 
 
 def server_command(isolation: Isolation, argv: list[str], env: Mapping[str, str], work_mb: int) -> list[str]:
@@ -274,15 +318,20 @@ def _check(result: int, what: str) -> None:
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def enter_run(work_mb: int) -> int | None:
-    """Fork into a fresh pid and mount namespace: in the parent, the child's pid (wait for it and
-    exit with its status); in the child — its namespace's first process — None, with a new /proc
-    and a new empty tmpfs work dir mounted."""
+def _exit_like(status: int) -> None:
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def enter_run(work_mb: int) -> None:
+    """Go on in a fresh pid and mount namespace, with a new /proc and a new empty tmpfs work dir,
+    as its second process: its first, an init that stays root (not signalable by the learner
+    process), waits for it and ends with it — and with the init the kernel ends the rest. The
+    process that called this waits too, and exits as the init did (128 + a signal)."""
     libc = _libc()
     _check(libc.unshare(_CLONE_NEWPID | _CLONE_NEWNS), "unshare")
-    pid = os.fork()
-    if pid:
-        return pid
+    init = os.fork()
+    if init:
+        _exit_like(os.waitpid(init, 0)[1])
     _check(libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl")
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
     _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mount /proc")
@@ -290,7 +339,14 @@ def enter_run(work_mb: int) -> int | None:
     _check(libc.mount(b"tmpfs", HOME.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options), f"mount {HOME}")
     os.mkdir(f"{HOME}/tmp", 0o1777)
     os.chmod(f"{HOME}/tmp", 0o1777)
-    return None
+    learner = os.fork()
+    if not learner:
+        _check(libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl")
+        return
+    while True:  # the init: reap whatever is orphaned to it, until the learner process ends
+        pid, status = os.wait()
+        if pid == learner:
+            _exit_like(status)
 
 
 def drop_privileges() -> None:
@@ -315,9 +371,13 @@ class RunCgroup:
         """An fd of its ``cgroup.procs``: the learner process writes itself into it before it runs anything."""
         return os.open(self.path / "cgroup.procs", os.O_WRONLY)
 
-    def hit_limit(self) -> bool:
-        events = _read(self.path / "pids.events")
-        return any(line.split()[:1] == ["max"] and line.split()[1] != "0" for line in events.splitlines())
+    def limit_hits(self) -> int:
+        """How many forks (or threads) the kernel refused so far."""
+        for line in _read(self.path / "pids.events").splitlines():
+            name, _, count = line.partition(" ")
+            if name == "max" and count.strip().isdigit():
+                return int(count)
+        return 0
 
     def tasks(self) -> list[int]:
         return [int(pid) for pid in _read(self.path / "cgroup.procs").split()]

@@ -49,6 +49,7 @@ from grader.protocol import (
     Plan,
     PlannedCheck,
     ProtocolError,
+    cut,
     decode,
 )
 
@@ -99,10 +100,10 @@ def classify(exc: BaseException | None) -> tuple[str, str, dict[str, str]]:
     if isinstance(exc, pytest.fail.Exception) and text.startswith("Timeout"):
         return "timeout", "check_timeout", {}
     if isinstance(exc, AssertionError):
-        return "failed", "assertion", {"detail": text[:400]}
+        return "failed", "assertion", {"detail": cut(text, 400)}
     if isinstance(exc, GraderInternal):
-        return "error", "grader_internal", {"error": text[:400]}
-    return "error", "grader_internal", {"error": f"{type(exc).__name__}: {text[:400]}"}
+        return "error", "grader_internal", {"error": cut(text, 400)}
+    return "error", "grader_internal", {"error": f"{type(exc).__name__}: {cut(text, 400)}"}
 
 
 class JudgePlugin:
@@ -201,7 +202,7 @@ class JudgePlugin:
         status, message, params = classify(exc)
         mode, labels = graded_on(self._devices.get(nodeid, []))
         duration = _perf_counter() - self._started.get(nodeid, _perf_counter())
-        self.send(CheckEnded(check.id, status, message, {k: str(v)[:400] for k, v in params.items()}, mode,  # type: ignore[arg-type]
+        self.send(CheckEnded(check.id, status, message, {k: cut(str(v), 400) for k, v in params.items()}, mode,  # type: ignore[arg-type]
                              tuple(labels), round(duration, 4)))
 
     def graded_on_device(self, nodeid: str, mode: str, label: str) -> None:

@@ -129,29 +129,40 @@ class Exec:
         command = argv(spawn, spawn.fds)
         env = dict(spawn.env)
         cwd = spawn.cwd
+        args_fd: tuple[int, ...] = ()
         if spawn.role == "learner" and isolation.mode == "bwrap":
             work_mb = spawn.limits.file_size_mb if spawn.limits else 256
-            command = iso.command(isolation, command, env, work_mb)  # it starts in its own work dir
+            command, fd = iso.hidden_args(iso.command(isolation, command, env, work_mb))  # in its own work dir
+            args_fd = (fd,)
             cwd = tempfile.gettempdir()
-        self.popen = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=cwd, env=env, pass_fds=spawn.fds,
-            preexec_fn=functools.partial(_exec_child, spawn.limits, spawn.cgroup_fd),  # noqa: PLW1509 - before exec
-        )
+        try:
+            self.popen = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                cwd=cwd, env=env, pass_fds=(*spawn.fds, *args_fd),
+                preexec_fn=functools.partial(_exec_child, spawn.limits, spawn.cgroup_fd),  # noqa: PLW1509 - before exec
+            )
+        finally:
+            for fd in args_fd:
+                os.close(fd)
         self.pid = self.popen.pid
         self.stdin: IO[bytes] = self.popen.stdin  # type: ignore[assignment]
         self.stdout: IO[bytes] = self.popen.stdout  # type: ignore[assignment]
         self.fds = spawn.fds
+        self._status = iso.exit_status if spawn.role == "learner" and isolation.mode == "bwrap" else _same
 
     @property
     def returncode(self) -> int | None:
-        return self.popen.returncode
+        return self._status(self.popen.returncode)
 
     def poll(self) -> int | None:
-        return self.popen.poll()
+        return self._status(self.popen.poll())
 
     def wait(self, timeout: float | None = None) -> int:
-        return self.popen.wait(timeout)
+        return self._status(self.popen.wait(timeout))  # type: ignore[return-value]
+
+
+def _same(code: int | None) -> int | None:
+    return code
 
 
 class ExecLauncher:
@@ -210,7 +221,8 @@ class ForkedChild:
             # sandbox kills what is left as usual.
             self._server_alive = False
         else:
-            self.returncode = int(message["exit"])
+            code = int(message["exit"])
+            self.returncode = iso.exit_status(code) if self._server.isolated else code
 
 
 def _running(pid: int) -> bool:
@@ -239,14 +251,21 @@ class ForkServer:
         # NVML answers a stray is_available() without initialising CUDA, which a fork would break.
         server_env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         command = [sys.executable, "-m", "grader.forkserver", role, str(theirs.fileno())]
+        args_fd: tuple[int, ...] = ()
         if self.isolated:
-            command = iso.server_command(isolation, [*command, "isolated", str(work_mb)], server_env, work_mb)
-        self.process = subprocess.Popen(
-            command, env=server_env, cwd=tempfile.gettempdir(), pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C in the terminal is the grader's to handle
-        )
-        theirs.close()
+            command, fd = iso.hidden_args(
+                iso.server_command(isolation, [*command, "isolated", str(work_mb)], server_env, work_mb))
+            args_fd = (fd,)
+        try:
+            self.process = subprocess.Popen(
+                command, env=server_env, cwd=tempfile.gettempdir(), pass_fds=(theirs.fileno(), *args_fd),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C in the terminal is the grader's to handle
+            )
+        finally:
+            theirs.close()
+            for fd in args_fd:
+                os.close(fd)
         if not select.select([self.sock], [], [], READY_TIMEOUT_S)[0] or self.receive() != {"ready": True}:
             self.close()
             raise ServerGone(f"the {role} fork server did not start")

@@ -175,6 +175,7 @@ class _Pair:
     token: str
     cgroup: RunCgroup | None
     trace: Trace = field(default_factory=Trace)
+    refused: int = 0  # forks the cgroup refused before the running check started
     buffer: bytes = b""
     forged: int = 0
     cell_started: list[float] = field(default_factory=list)  # when each running cell started (monotonic)
@@ -294,7 +295,7 @@ class _Runner:
                     break
                 if now >= next_watch:
                     next_watch = now + WATCH_EVERY_S
-                    if (pair.cgroup.hit_limit() if pair.cgroup is not None
+                    if (pair.cgroup.limit_hits() > pair.refused if pair.cgroup is not None
                             else token_tasks(pair.token) > self.limits.max_processes):
                         killed_for = "process_limit"
                         break
@@ -367,6 +368,7 @@ class _Runner:
             if message is None:
                 pair.forged += 1
                 continue
+            message = self.limited(pair, message)
             if isinstance(message, TopLevelEvent) and message.event == "cell_start":
                 pair.cell_started.append(time.monotonic())
             elif isinstance(message, TopLevelEvent) and message.event == "cell_end" and pair.cell_started:
@@ -376,6 +378,19 @@ class _Runner:
             if isinstance(message, (Done, LearnerLost)):
                 break
         return found
+
+    def limited(self, pair: _Pair, message: object) -> object:
+        """A check during which the kernel refused the learner a process or a thread ran into the
+        process limit, whatever the learner's code made of the refusal (the cgroup says so)."""
+        if pair.cgroup is None:
+            return message
+        if isinstance(message, CheckStarted):
+            pair.refused = pair.cgroup.limit_hits()
+        elif isinstance(message, CheckEnded) and message.status != "passed" and pair.cgroup.limit_hits() > pair.refused:
+            params = {"limit": str(self.limits.max_processes)}
+            return CheckEnded(message.check, "error", "process_limit", params, message.mode, message.devices,
+                              message.duration_s)
+        return message
 
     def context(self) -> Context:
         pending = tuple(c.id for c in self.pending())

@@ -152,5 +152,7 @@ def test_learner_controlled_text_is_capped() -> None:
                      Calling(long), LearnerLost("ended"))
     settled = settle(trace, RunEnd("check_timeout", -9), CONTEXT)
     (kept,) = settled.stops
-    assert len(kept.label) <= 40 and len(kept.error) <= 200 and len(kept.kept) <= 50
-    assert len(settled.outcomes["ex1.a"].params["error"]) <= 400
+    assert len(kept.label) <= 40 and len(kept.error) <= 340 and len(kept.kept) <= 50
+    assert kept.error.endswith(" […9700 more characters cut]")  # a cut says where, and how much
+    error = settled.outcomes["ex1.a"].params["error"]
+    assert len(error) <= 540 and error.endswith(" […9500 more characters cut]")

@@ -93,6 +93,6 @@ def call(toplevel: TopLevel, source: SourceFile, name: str, invoke: Callable[[An
     except NotImplementedError:
         return Outcome(False, kind="not_attempted")
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt too: the learner's code never ends grading
-        text = f"{type(exc).__name__}: {cut(str(exc).strip(), 400)}"
+        text = f"{type(exc).__name__}: {cut(str(exc).strip(), 300)}"
         return Outcome(False, kind="learner_raised", text=text,
                        where=learner_location(exc, source, toplevel.filename(source)))

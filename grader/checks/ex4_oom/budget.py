@@ -12,6 +12,7 @@ from collections.abc import Callable
 from grader.checks.support.devices import Device
 from grader.checks.support.learner import LearnerModule
 from grader.checks.support.outcomes import LearnerRaised, fail
+from grader.protocol import cut
 
 CHUNK_MB = 4
 CHUNKS_THAT_FIT = 8
@@ -46,6 +47,6 @@ def run_fill(ex4: LearnerModule, dev: Device) -> tuple[object, int]:
         count = ex4.fill_until_oom(dev.device, chunk_mb=CHUNK_MB)
     except LearnerRaised as raised:
         if is_oom(raised):
-            fail("ex4.oom_not_caught", device=dev.label, error=raised.exc_text[:160])
+            fail("ex4.oom_not_caught", device=dev.label, error=cut(raised.exc_text, 160))
         raise
     return count, dev.live_bytes() - baseline

@@ -20,6 +20,7 @@ from grader.checks.support.outcomes import LearnerRaised, fail
 from grader.checks.support.trusted import allclose, is_number
 from grader.learner.meter import MemoryMeter
 from grader.learner.recipes import EX4_BATCH, ex4_problem, ex4_reference_step
+from grader.protocol import cut
 
 BATCH = EX4_BATCH
 MESSAGES = {
@@ -93,7 +94,7 @@ def step(ex4: LearnerModule, dev: Device, budget: int | None) -> tuple[object, o
             result = ex4.train_step_with_backoff(model, inputs, targets, loss_fn, optimizer)
     except LearnerRaised as raised:
         if is_oom(raised):
-            fail("ex4.no_backoff", error=raised.exc_text[:160])
+            fail("ex4.no_backoff", error=cut(raised.exc_text, 160))
         raise
     if not isinstance(result, tuple) or len(result) != 2:
         fail("ex4.backoff_not_pair", got=repr(result)[:60])

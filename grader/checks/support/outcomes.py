@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+from grader.protocol import cut
+
 
 class CheckFailed(Exception):
     def __init__(self, message_id: str, **params: Any) -> None:
@@ -31,7 +33,7 @@ class LearnerRaised(Exception):
 
     def __init__(self, exc_text: str, where: str, during: str) -> None:
         super().__init__(exc_text)
-        self.exc_text = exc_text[:400]
+        self.exc_text = cut(exc_text, 400)  # the learner process cuts at 300: this is for one that lies
         self.where = where
         self.during = during
         self.params: dict[str, str] = {}  # "device": where it happened, when a check ran it on several

