@@ -14,6 +14,8 @@ Measures, on this machine:
 Each step runs the real command line in a subprocess, as an instructor would. Besides wall
 time it prints CPU time (user + sys of every process the step started, sandboxes included):
 on a machine shared with other work, wall time grows with their load, CPU time hardly does.
+The CPU time of processes inside bubblewrap's pid namespace does not reach us (their usage is
+collected by the sandbox's init, not handed up), so compare CPU time only with ``--isolation none``.
 """
 
 from __future__ import annotations

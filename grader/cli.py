@@ -160,8 +160,17 @@ def _add_learner_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     n.add_argument("--check", action="store_true", help="write nothing; exit 1 when the notebooks are out of date")
     r = sub.add_parser("release", parents=[common],
                        help="build the learner bundle: stubs, notebooks, public checks, grader; no solutions")
-    r.add_argument("-o", "--output", type=Path, required=True, help="a new (or empty) folder")
+    r.add_argument("-o", "--output", type=Path, required=True,
+                   help="a new (or empty) folder; with --gradescope, the zip to write")
     r.add_argument("--install-url", default=None, help="what the notebooks' install cell pip-installs")
+    r.add_argument("--gradescope", action="store_true",
+                   help="build the Gradescope autograder zip instead (every check, no solutions)")
+    r.add_argument("--gpu", action="store_true", help="with --gradescope: torch's default (CUDA) build, not CPU")
+    a = sub.add_parser("autograde", parents=[common],
+                       help="on Gradescope (run_autograder): grade ROOT/submission, write ROOT/results/results.json")
+    a.add_argument("--root", type=Path, default=Path("/autograder"), help="Gradescope's folder (default /autograder)")
+    a.add_argument("--lang", choices=LANGS, default=None)
+    a.add_argument("--isolation", choices=ISOLATIONS, default="auto", help=ISOLATION_HELP)
     sub.add_parser("doctor", parents=[common],
                    help="what this machine has for the grader (versions, devices, sandbox); exit 3 if broken")
 
@@ -202,12 +211,35 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from grader import notebooks, release
+    from grader import gradescope_zip, notebooks, release
 
     course = load_course(args.course)
+    if args.gradescope:
+        package = gradescope_zip.build(course, args.output, gpu=args.gpu)
+        print(f"Gradescope autograder in {package.path}: {package.files} files, {package.checks} checks "
+              f"(public and hidden), torch {'default (CUDA) build' if args.gpu else 'CPU build'}, no solutions")
+        return int(ExitCode.OK)
+    if args.gpu:
+        raise GraderError("--gpu goes with --gradescope")
     bundle = release.build(course, args.output, install_url=args.install_url or notebooks.INSTALL_URL)
     print(f"learner bundle in {bundle.path}: {bundle.files} files, exercises {', '.join(bundle.exercises)}, "
           f"{bundle.public_checks} public checks, no hidden checks, no solutions")
+    return int(ExitCode.OK)
+
+
+def cmd_autograde(args: argparse.Namespace) -> int:
+    from grader import gradescope
+
+    try:
+        course = load_course(args.course)
+    except GraderError as exc:  # the learner still gets a page that says the grader is broken
+        gradescope.unavailable(args.root, args.lang or LANGS[0], str(exc))
+        raise
+    done = gradescope.autograde(args.root, course, lang=args.lang or course.default_lang,
+                                isolation=isolation_for(args.isolation))
+    if done.grader_error:
+        print(f"grader: the grader could not grade this submission: {done.grader_error}", file=sys.stderr)
+        return int(ExitCode.INTERNAL)
     return int(ExitCode.OK)
 
 
@@ -226,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         commands = {"grade": cmd_grade, "batch": cmd_batch, "merge": cmd_merge, "doctor": cmd_doctor,
-                    **_LEARNER_COMMANDS}
+                    "autograde": cmd_autograde, **_LEARNER_COMMANDS}
         return commands[args.command](args)
     except GraderError as exc:
         print(f"grader: error: {exc}", file=sys.stderr)

@@ -46,10 +46,12 @@ class Limits:
 
 @dataclass(frozen=True)
 class Gradescope:
-    """How public and hidden checks show on Gradescope (course.yaml ``gradescope.visibility``)."""
+    """How public and hidden checks show on Gradescope (course.yaml ``gradescope.visibility``), and
+    when learners see what their code printed (``gradescope.stdout_visibility``)."""
 
     public: GradescopeVisibility = "visible"
     hidden: GradescopeVisibility = "after_published"
+    stdout: GradescopeVisibility = "hidden"
 
 
 @dataclass(frozen=True)
@@ -206,13 +208,16 @@ class _Validator:
                       self.gradescope(raw.get("gradescope", {})), self.release)
 
     def gradescope(self, raw: object) -> Gradescope:
-        raw = self.mapping("gradescope", raw, set(), {"visibility"})
+        raw = self.mapping("gradescope", raw, set(), {"visibility", "stdout_visibility"})
         visibility = self.mapping("gradescope.visibility", raw.get("visibility", {}), set(), {"public", "hidden"})
-        for key, value in visibility.items():
+        named = {f"gradescope.visibility.{key}": value for key, value in visibility.items()}
+        if "stdout_visibility" in raw:
+            named["gradescope.stdout_visibility"] = raw["stdout_visibility"]
+        for where, value in named.items():
             if value not in GRADESCOPE_VISIBILITIES:
-                raise self.fail(f"gradescope.visibility.{key}", value,
-                                f"must be one of {', '.join(GRADESCOPE_VISIBILITIES)}")
-        return Gradescope(**visibility)
+                raise self.fail(where, value, f"must be one of {', '.join(GRADESCOPE_VISIBILITIES)}")
+        stdout = {"stdout": raw["stdout_visibility"]} if "stdout_visibility" in raw else {}
+        return Gradescope(**visibility, **stdout)
 
     def limits(self, raw: object) -> Limits:
         fields = Limits.__dataclass_fields__

@@ -1,21 +1,39 @@
-"""Gradescope's ``results.json`` from a report, for ``grader grade --gradescope PATH``.
+"""Gradescope's side: ``results.json`` from a report (``grader grade --gradescope PATH``), and
+the grading of one Gradescope submission (``grader autograde``, which the autograder package's
+``run_autograder`` calls; grader/gradescope_zip.py builds that package).
 
 One Gradescope test per check. Public checks and hidden ones get the visibility that
 course.yaml's ``gradescope.visibility`` names (default: public ``visible``, hidden
 ``after_published``); the top-level output never details a check that learners cannot see
-yet, it only counts them. Text comes from grader/messages, in the report's language.
+yet, it only counts them. What the learner's code printed goes to run_autograder's stdout,
+which Gradescope shows as ``gradescope.stdout_visibility`` says (default ``hidden``). Text comes
+from grader/messages, in the report's language, and each test's output is capped.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import time
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from grader import messages
 from grader.course import Course
-from grader.report import write_atomic
+from grader.errors import GraderError
+from grader.grading import failed_report, grade
+from grader.isolation import Isolation
+from grader.launch import ExecLauncher
+from grader.protocol import cut
+from grader.report import write_atomic, write_yaml
 from grader.results import CheckResult, Report
+from grader.submission import IGNORED_NAMES
+
+MAX_TEST_OUTPUT = 3000  # characters of one test's output on Gradescope's page; the cut says so
+SEARCH_DEPTH = 4  # how deep a submission's files may sit in what Gradescope hands over
 
 
 def _test(number: str, exercise_id: str, check: CheckResult, visibility: str, lang: str) -> dict[str, Any]:
@@ -28,7 +46,7 @@ def _test(number: str, exercise_id: str, check: CheckResult, visibility: str, la
         "score": check.points,
         "max_score": check.max_points,
         "status": "passed" if check.status == "passed" else "failed",
-        "output": output.strip(),
+        "output": cut(output.strip(), MAX_TEST_OUTPUT),
         "tags": [exercise_id],
         "visibility": visibility,
     }
@@ -51,7 +69,7 @@ def _output(report: Report, course: Course) -> str:
     return "\n".join(lines)
 
 
-def results(report: Report, course: Course, *, execution_time: float | None = None) -> dict[str, Any]:
+def results_of(report: Report, course: Course, *, execution_time: float | None = None) -> dict[str, Any]:
     visibility = {"public": course.gradescope.public, "hidden": course.gradescope.hidden}
     tests = [
         _test(f"{i}.{j}", ex.id, check, visibility[check.visibility], report.lang)
@@ -65,11 +83,85 @@ def results(report: Report, course: Course, *, execution_time: float | None = No
         "output": _output(report, course),
         "output_format": "text",
         "test_output_format": "text",
-        "stdout_visibility": "hidden",
+        "visibility": "visible",  # the summary itself: hidden checks keep their own visibility
+        "stdout_visibility": course.gradescope.stdout,
         "tests": tests,
     }
 
 
 def write_results(report: Report, course: Course, path: Path, *, execution_time: float | None = None) -> None:
-    data = results(report, course, execution_time=execution_time)
+    data = results_of(report, course, execution_time=execution_time)
     write_atomic(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class Autograded:
+    results: Path
+    score: float
+    grader_error: str  # "" when graded
+
+
+def find_submission(folder: Path, modules: Iterable[str]) -> Path | None:
+    """Where the learner's files are in what Gradescope handed over (an upload, a zip's top
+    folder, a GitHub repository): the shallowest folder holding exercise files (the most of them
+    on a tie), else the one .py or .ipynb there is; None when there is nothing to grade."""
+    names = {f"{module}{suffix}" for module in modules for suffix in (".py", ".ipynb")}
+    folders: list[tuple[int, int, str, Path]] = []
+    singles: list[Path] = []
+    todo = [(folder, 0)]
+    while todo:
+        here, depth = todo.pop()
+        try:
+            entries = sorted(here.iterdir())
+        except OSError:
+            continue
+        entries = [e for e in entries if not e.name.startswith((".", "__")) and e.name not in IGNORED_NAMES]
+        held = sum(1 for e in entries if e.name in names and e.is_file())
+        if held:
+            folders.append((depth, -held, str(here), here))
+        singles += [e for e in entries if e.is_file() and e.suffix.lower() in (".py", ".ipynb")]
+        if depth < SEARCH_DEPTH:
+            todo += [(e, depth + 1) for e in entries if e.is_dir() and not e.is_symlink()]
+    if folders:
+        return min(folders)[3]
+    return singles[0] if len(singles) == 1 else (folder if singles else None)
+
+
+def _nothing_submitted(lang: str) -> str:
+    return messages.ui(lang, "gradescope.nothing_submitted")
+
+
+def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) -> Autograded:
+    """Grade ``root/submission`` as Gradescope lays it out; ``root/results/results.json`` is
+    written whatever happens: a grader that fails still gives the learner a page that says so."""
+    started = time.monotonic()
+    results = root / "results" / "results.json"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    found = find_submission(root / "submission", course.modules.values())
+    target = found or root / "submission"
+    try:
+        report = grade(target, course, lang=lang, launcher=ExecLauncher(isolation=isolation))
+    except GraderError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a grader bug still leaves the learner a page
+        traceback.print_exc()
+        report = failed_report(target, course, f"{type(exc).__name__}: {exc}", lang)
+    write_yaml(report, root / "results" / "report.yaml")
+    data = results_of(report, course, execution_time=time.monotonic() - started)
+    if found is None:
+        data["output"] = _nothing_submitted(lang) + "\n" + data["output"]
+    write_atomic(results, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    if report.output:  # run_autograder's stdout: Gradescope shows it as stdout_visibility says
+        sys.stdout.write(report.output + ("" if report.output.endswith("\n") else "\n"))
+    return Autograded(results, report.score, report.grader_error)
+
+
+def unavailable(root: Path, lang: str, reason: str) -> Path:
+    """The page a learner gets when the grader cannot grade at all (a broken course or install)."""
+    results = root / "results" / "results.json"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    text = messages.ui(lang, "gradescope.unavailable").format(reason=cut(reason, 300))
+    data = {"score": 0.0, "execution_time": 0.0, "output": text, "output_format": "text",
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
+    write_atomic(results, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    return results

@@ -11,6 +11,7 @@ import yaml
 
 from grader import messages
 from grader.course import load_course
+from grader.gradescope import find_submission
 from tests.conftest import course_with, folder_with, run_cli
 
 PICK_DEVICE_AS_STRING = '''
@@ -64,7 +65,8 @@ def test_results_json_has_one_test_per_check(tmp_path: Path) -> None:
 
 
 def test_visibility_comes_from_course_yaml(tmp_path: Path) -> None:
-    course = course_with(tmp_path, {VISIBILITY_LINE: "visibility: {public: after_due_date, hidden: hidden}"})
+    course = course_with(tmp_path, {VISIBILITY_LINE: "visibility: {public: after_due_date, hidden: hidden}",
+                                    "stdout_visibility: hidden": "stdout_visibility: after_published"})
     learner = tmp_path / "learner.py"
     learner.write_text("# nothing yet\n", encoding="utf-8")  # empty: graded without starting a sandbox
     report, results = grade_for_gradescope(tmp_path, learner, "--course", str(course))
@@ -72,6 +74,7 @@ def test_visibility_comes_from_course_yaml(tmp_path: Path) -> None:
     public = {c["id"] for ex in report["exercises"].values() for c in ex["checks"] if c["visibility"] == "public"}
     assert {t["visibility"] for t in results["tests"] if t["name"] in public} == {"after_due_date"}
     assert {t["visibility"] for t in results["tests"] if t["name"] not in public} == {"hidden"}
+    assert results["stdout_visibility"] == "after_published" and results["visibility"] == "visible"
     assert results["score"] == 0.0
     assert "check ẩn" in results["output"]  # course.yaml's default language: Vietnamese
 
@@ -79,9 +82,11 @@ def test_visibility_comes_from_course_yaml(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("line", "where"), [
     ("visibility: {public: visible, hidden: later}", "gradescope.visibility.hidden: 'later' must be one of"),
     ("visibility: {public: visible, secret: hidden}", "gradescope.visibility.secret: 'hidden' is under an unknown key"),
+    ("stdout_visibility: always", "gradescope.stdout_visibility: 'always' must be one of"),
 ])
 def test_bad_gradescope_visibility_is_a_usage_error(tmp_path: Path, line: str, where: str) -> None:
-    course = course_with(tmp_path, {VISIBILITY_LINE: line})
+    old = "stdout_visibility: hidden" if line.startswith("stdout") else VISIBILITY_LINE
+    course = course_with(tmp_path, {old: line})
     learner = tmp_path / "learner.py"
     learner.write_text("x = 1\n", encoding="utf-8")
     results = tmp_path / "results.json"
@@ -90,3 +95,22 @@ def test_bad_gradescope_visibility_is_a_usage_error(tmp_path: Path, line: str, w
     assert proc.returncode == 2
     assert where in proc.stderr and str(course) in proc.stderr
     assert not results.exists()
+
+
+@pytest.mark.parametrize(("files", "found"), [
+    (["ex1_device.py", "ex2_timing.py"], "."),  # the five files, as uploaded
+    (["lesson14-main/ex1_device.py", "lesson14-main/ex3_roundtrip.ipynb", "lesson14-main/README.md"],
+     "lesson14-main"),  # a zip's top folder, a GitHub repository
+    (["__MACOSX/work/ex1_device.py", "work/ex1_device.py", "work/.ipynb_checkpoints/ex1_device.py"], "work"),
+    (["a/b/ex2_timing.py", "c/ex1_device.py", "c/ex2_timing.py"], "c"),  # the shallowest folder wins
+    (["colab/Bai14.ipynb", "notes.txt"], "colab/Bai14.ipynb"),  # one notebook, wherever it is
+    (["notes.txt"], None),  # nothing to grade
+])
+def test_the_submission_is_found_wherever_gradescope_put_it(tmp_path: Path, files: list[str],
+                                                           found: str | None) -> None:
+    root = tmp_path / "submission"
+    for name in files:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x = 1\n", encoding="utf-8")
+    modules = load_course().modules.values()
+    assert find_submission(root, modules) == (None if found is None else root / found)
