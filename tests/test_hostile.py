@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, Graded, copy_solutions, course_with, folder_with, solution_text
+from tests.conftest import ROOT, Graded, copy_solutions, course_with, folder_with, solution_text, survivors
 
 
 def _alive(pid: int) -> bool:
@@ -43,19 +43,6 @@ def test_memory_grab_is_a_memory_limit_result(spawn: str, tmp_path: Path, reques
     assert "memory limit" in check["message"]
 
 
-def _survivors(marker: str) -> list[str]:
-    """Processes on this machine whose command line carries ``marker`` (a sandbox's are visible here)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if marker in text:
-            found.append(text.replace("\0", " "))
-    return found
-
-
 @pytest.mark.parametrize("spawn", SPAWNS)
 def test_background_processes_are_gone_after_grading(spawn: str, tmp_path: Path,
                                                      request: pytest.FixtureRequest) -> None:
@@ -77,7 +64,7 @@ print("started:", sum(1 for p in os.listdir("/proc")
     assert graded.exercise("ex1")["status"] == "passed"
     assert "started: 3" in graded.report["output"]  # type: ignore[index]
     time.sleep(0.5)
-    assert _survivors(marker) == []
+    assert survivors(marker) == []
 
 
 @FORKED_TOO

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from grader.isolation import probe
-from tests.conftest import ROOT, STUBS, course_with, run_cli, solution_text
+from tests.conftest import ROOT, STUBS, course_with, run_cli, solution_text, survivors
 
 pytestmark = pytest.mark.skipif(probe().mode != "bwrap", reason="isolation is not available on this machine")
 MARKER = "hostile-learner-7c1e"  # in every process the attacker starts, to find survivors by
@@ -179,18 +179,6 @@ def _digest(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
-def _survivors() -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if MARKER in text:
-            found.append(text.replace("\0", " "))
-    return found
-
-
 def _output(report: dict[str, Any], key: str) -> str:
     lines = [line for line in report["output"].splitlines() if line.startswith(f"[{key}]")]
     assert lines, (key, report["output"][:2000])
@@ -219,7 +207,7 @@ def _assert_contained(attacker: dict[str, Any], received: list[bytes], before: d
     assert HIDDEN not in yaml.safe_dump(attacker) and SOLUTION not in yaml.safe_dump(attacker)
     assert _output(attacker, "daemons") == "1" and int(_output(attacker, "spinners")) >= 60  # they did start
     time.sleep(0.5)
-    assert _survivors() == []  # the daemon, the spinners, the threads: ended with the run
+    assert survivors(MARKER) == []  # the daemon, the spinners, the threads: ended with the run
     bomb = next(c for c in attacker["exercises"]["ex3"]["checks"] if c["id"] == "ex3.roundtrip_values")
     assert bomb["status"] == "error" and "processes" in bomb["message"], bomb  # threads count
     flood = next(c for c in attacker["exercises"]["ex3"]["checks"] if c["id"] == "ex3.to_numpy_cpu")
