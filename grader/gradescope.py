@@ -127,10 +127,6 @@ def find_submission(folder: Path, modules: Iterable[str]) -> Path | None:
     return singles[0] if len(singles) == 1 else (folder if singles else None)
 
 
-def _nothing_submitted(lang: str) -> str:
-    return messages.ui(lang, "gradescope.nothing_submitted")
-
-
 def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) -> Autograded:
     """Grade ``root/submission`` as Gradescope lays it out; ``root/results/results.json`` is
     written whatever happens: a grader that fails still gives the learner a page that says so."""
@@ -141,7 +137,8 @@ def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) ->
     target = found or root / "submission"
     try:
         report = grade(target, course, lang=lang, launcher=ExecLauncher(isolation=isolation))
-    except GraderError:
+    except GraderError as exc:  # no submission folder at all, say: still a page
+        unavailable(root, lang, str(exc))
         raise
     except Exception as exc:  # noqa: BLE001 - a grader bug still leaves the learner a page
         traceback.print_exc()
@@ -149,7 +146,7 @@ def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) ->
     write_yaml(report, root / "results" / "report.yaml")
     data = results_of(report, course, execution_time=time.monotonic() - started)
     if found is None:
-        data["output"] = _nothing_submitted(lang) + "\n" + data["output"]
+        data["output"] = messages.ui(lang, "gradescope.nothing_submitted") + "\n" + data["output"]
     write_atomic(results, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
     if report.output:  # run_autograder's stdout: Gradescope shows it as stdout_visibility says
         sys.stdout.write(report.output + ("" if report.output.endswith("\n") else "\n"))

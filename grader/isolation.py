@@ -143,7 +143,39 @@ def probe() -> Isolation:
     missing = () if cgroups else ("a pids cgroup (not root): threads are counted by /proc, not refused",)
     if not as_root:
         missing = (*missing, "a uid that owns nothing (not root): the learner runs as your uid, mapped")
-    return Isolation("bwrap", bwrap, as_root, cgroups, missing)
+    isolation = Isolation("bwrap", bwrap, as_root, cgroups, missing)
+    lost = _gpus_lost_inside(isolation)
+    if lost:  # grading a GPU machine's learners without their GPU would be unfair: no sandbox, said so
+        return Isolation("none", missing=(lost,))
+    return isolation
+
+
+GPU_COUNT = "import torch; print(torch.cuda.device_count())"
+
+
+def _gpus_lost_inside(isolation: Isolation) -> str:
+    """On a machine with NVIDIA devices: "" when the sandbox sees as many CUDA devices as the
+    machine does, else why not (in words). Costs two torch imports, once per process, and only
+    where /dev/nvidiactl exists. (Not yet run on a GPU: issue 17's first run will.)"""
+    if not os.path.exists("/dev/nvidiactl"):
+        return ""
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    try:
+        outside = subprocess.run([sys.executable, "-c", GPU_COUNT], capture_output=True, text=True,
+                                 timeout=300, check=False, env={**env, "PYTHONPATH": ""})
+        argv, fd = hidden_args(command(isolation, [sys.executable, "-c", GPU_COUNT], env, 256))
+        try:
+            inside = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False,
+                                    pass_fds=(fd,), cwd="/")
+        finally:
+            os.close(fd)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the GPU inside bubblewrap (could not count devices: {exc})"
+    if outside.stdout.strip() != inside.stdout.strip():
+        detail = (inside.stderr.strip().splitlines() or [""])[-1][:160]
+        return (f"the GPU inside bubblewrap ({outside.stdout.strip() or '?'} CUDA devices here, "
+                f"{inside.stdout.strip() or 'none'} inside{': ' + detail if detail else ''})")
+    return ""
 
 
 def namespace_args(as_root: bool) -> list[str]:
@@ -228,12 +260,16 @@ def view_args(work_mb: int) -> list[str]:
         args += ["--perms", "0755", "--dir", parent]
     for name in LEARNER_FILES:
         args += ["--ro-bind", str(PACKAGE_ROOT / name), f"{PACKAGE_VIEW}/{name}"]
+    # A fresh /dev first: the GPU's device nodes are bound into it (bound before, they would be
+    # hidden under it).
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    if os.path.exists("/dev/nvidiactl"):  # CUDA and NVML read the PCI topology and NUMA nodes
+        args += ["--ro-bind", "/sys", "/sys"]
     for device in GPU_DEVICES:
         args += ["--dev-bind-try", device, device]
     for index in range(16):
         args += ["--dev-bind-try", f"/dev/nvidia{index}", f"/dev/nvidia{index}"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--perms", "0777", "--tmpfs", HOME,
-             "--perms", "1777", "--dir", f"{HOME}/tmp"]
+    args += ["--size", size, "--perms", "0777", "--tmpfs", HOME, "--perms", "1777", "--dir", f"{HOME}/tmp"]
     args += ["--remount-ro", "/tmp"] if tmp_own else ["--symlink", f"{HOME}/tmp", "/tmp"]
     return [*args, "--chdir", HOME]
 

@@ -12,7 +12,7 @@ import yaml
 from grader import messages
 from grader.course import load_course
 from grader.gradescope import find_submission
-from tests.conftest import course_with, folder_with, run_cli
+from tests.conftest import ROOT, course_with, folder_with, run_cli
 
 PICK_DEVICE_AS_STRING = '''
 import torch
@@ -114,3 +114,22 @@ def test_the_submission_is_found_wherever_gradescope_put_it(tmp_path: Path, file
         (root / name).write_text("x = 1\n", encoding="utf-8")
     modules = load_course().modules.values()
     assert find_submission(root, modules) == (None if found is None else root / found)
+
+
+def test_autograde_without_a_submission_folder_still_writes_a_page(tmp_path: Path) -> None:
+    proc = run_cli("autograde", "--root", str(tmp_path), "--lang", "en")
+    assert proc.returncode == 2 and "Submission not found" in proc.stderr
+    results = json.loads((tmp_path / "results" / "results.json").read_text(encoding="utf-8"))
+    assert results["score"] == 0.0 and results["tests"] == []
+    assert results["output"].startswith("The autograder could not grade this submission (Submission not found")
+
+
+def test_a_package_that_would_hold_a_solution_is_not_written(tmp_path: Path) -> None:
+    """An instructor who points a stub at the solution (or leaves an answer in a stub) gets no zip."""
+    course = course_with(tmp_path, {"stub: exercises/ex3_roundtrip.py": "stub: solutions/ex3_roundtrip.py"})
+    (tmp_path / "pyproject.toml").symlink_to(ROOT / "pyproject.toml")
+    package = tmp_path / "autograder.zip"
+    proc = run_cli("release", "--gradescope", "-o", str(package), "--course", str(course))
+    assert proc.returncode == 2, proc.stdout
+    assert "would hold a solution (exercises/ex3_roundtrip.py)" in proc.stderr
+    assert not package.exists() and not list(tmp_path.glob("*.partial"))

@@ -14,7 +14,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -25,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from grader import isolation
 from grader.isolation import probe
 from tests.conftest import ROOT, STUBS, course_with, run_cli, solution_text, survivors
 
@@ -265,3 +268,20 @@ def test_an_attacker_in_a_batch_changes_no_neighbours_grade(tmp_path: Path,
     # A re-run keeps what the grader wrote, and regrades nothing.
     again = run_cli("batch", str(cls), "-o", str(out), "--lang", "en", "--course", str(course))
     assert "0 graded, 3 already up to date" in again.stdout
+
+
+def test_device_nodes_bound_for_the_gpu_are_there_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's nodes are bound after the sandbox's fresh /dev (bound before it, they were hidden
+    under it: CUDA would have been invisible to every isolated learner on a GPU machine). Any
+    host device outside bubblewrap's own /dev stands in for /dev/nvidia0 here."""
+    host = next((d for d in ("/dev/kmsg", "/dev/loop-control", "/dev/fuse", "/dev/kvm") if os.path.exists(d)), None)
+    if host is None:
+        pytest.skip("no host device node to stand in for a GPU's")
+    monkeypatch.setattr(isolation, "GPU_DEVICES", (host,))
+    argv, fd = isolation.hidden_args(isolation.command(probe(), ["/bin/ls", "/dev"], {}, 16))
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, pass_fds=(fd,))
+    finally:
+        os.close(fd)
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.basename(host) in proc.stdout.split()
