@@ -112,6 +112,13 @@ def sandbox_features() -> dict[str, tuple[bool, str]]:
     return features
 
 
+def task_limit(limits: Limits) -> int:
+    """Processes and threads a run may have: the course's ``max_processes`` for what the learner's
+    code starts, on top of the learner process's own threads — torch's intra-op and inter-op pools,
+    up to one each per core (a correct submission on a 128-core machine has about 260), and a few."""
+    return limits.max_processes + 2 * (os.cpu_count() or 1) + 16
+
+
 def token_tasks(token: str) -> int:
     """How many processes and threads carry this run's token (threads count, as in a pids cgroup)."""
     count = 0
@@ -253,8 +260,7 @@ class _Runner:
         token = secrets.token_hex(16)
         base = base_env()
         learner_env = {**base, TOKEN_VAR: token, **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
-        # Threads count: the learner process's own (torch's pool) are a few; the limit is on top of them.
-        cgroup = RunCgroup(self.isolation.cgroups, self.limits.max_processes) if self.isolation.cgroups else None
+        cgroup = RunCgroup(self.isolation.cgroups, task_limit(self.limits)) if self.isolation.cgroups else None
         cgroup_fd = cgroup.procs_fd() if cgroup is not None else None
         try:
             learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
@@ -296,7 +302,7 @@ class _Runner:
                 if now >= next_watch:
                     next_watch = now + WATCH_EVERY_S
                     if (pair.cgroup.limit_hits() > pair.refused if pair.cgroup is not None
-                            else token_tasks(pair.token) > self.limits.max_processes):
+                            else token_tasks(pair.token) > task_limit(self.limits)):
                         killed_for = "process_limit"
                         break
                 wait = min(check_deadline, self.deadline, next_watch, cell_deadline) - now
