@@ -88,13 +88,19 @@ def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path) ->
     """grader.check() replays the session's cells (here: the notebook's, Run all's order) through
     its own path — the history written as a notebook, graded with the public checks — and the final
     grade runs the saved file: the same loader and runner, so the public checks agree, and so do
-    the cells that stopped. (A 5 s cell limit on both sides: this is about the pipelines, not the limit.
-    With 2 s, one of colab_stub_first's cells, each well under 1 s alone, ran past it on one side only
-    in a CI run sharing 2 cores with the other test worker.)"""
+    the cells that stopped — except timeouts. Two runs of one notebook on a busy machine can see a
+    cell whose run time is near the cell limit stop on one side and finish on the other (measured in
+    CI on 2 cores: with a 2 s limit a colab_stub_first cell, with 5 s a jupyter_local_cpu cell); a
+    stopped cell costs nothing, so what must agree is the checks' statuses and every other stop.
+    (A 5 s cell limit on both sides: this is about the pipelines, not the limit.)"""
     course_file = course_with(tmp_path, {"cell_timeout_s: 10": "cell_timeout_s: 5"})
     final = graded(case.path, tmp_path / "final.yaml", "--lang", "en", "--course", str(course_file))
     session = write_session_notebook(_history(case), tmp_path)
     course = load_course(course_file)
     own = as_dict(grade_public(session, course, course.exercise_ids, lang="en"))
     assert statuses(own) == statuses(final, PUBLIC)
-    assert Counter(s["kind"] for s in own["top_level"]) == Counter(s["kind"] for s in final["top_level"])
+
+    def stopped(report: dict[str, Any]) -> Counter[str]:
+        return Counter(s["kind"] for s in report["top_level"] if s["kind"] != "timeout")
+
+    assert stopped(own) == stopped(final)
