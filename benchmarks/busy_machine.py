@@ -1,12 +1,14 @@
 """A correct submission never loses a point because the machine is busy.
 
-    python benchmarks/busy_machine.py [--repeats 20] [--load N] [--fork-server]
+    python benchmarks/busy_machine.py [--repeats 20] [--load N] [--fork-server] [--isolation auto|none]
 
 Keeps N processes (default: one per core) spinning while it grades each correct style
 (tests/submissions/catalog.py) ``--repeats`` times, one after another, and prints
 the points each style lost. The count must be zero: timing and memory checks on the stand-in
 are deterministic, and those on the real CPU use margins measured for a loaded machine.
 ``--fork-server``: the sandboxes are forked from a fork server, as in ``grader batch``.
+``--isolation``: the learner's code in bubblewrap where the machine allows it (``auto``, as the
+command line does by default), or not.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
 from grader.grading import grade  # noqa: E402
+from grader.isolation import NONE, probe  # noqa: E402
 from grader.launch import ExecLauncher, ForkLauncher  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES  # noqa: E402
 
@@ -42,7 +45,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--load", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--fork-server", action="store_true", help="fork the sandboxes, as grader batch does")
+    parser.add_argument("--isolation", choices=("auto", "none"), default="auto")
     args = parser.parse_args()
+    isolation = probe() if args.isolation == "auto" else NONE
     course = load_course()
     stop = multiprocessing.Event()
     spinners = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True) for _ in range(args.load)]
@@ -50,10 +55,11 @@ def main() -> int:
         spinner.start()
     work = Path(tempfile.mkdtemp(prefix="busy-"))
     lost_total = 0
-    servers = ForkLauncher() if args.fork_server else contextlib.nullcontext(ExecLauncher())
+    servers = (ForkLauncher(isolation=isolation) if args.fork_server
+               else contextlib.nullcontext(ExecLauncher(isolation=isolation)))
     try:
         print(f"{args.load} busy processes on {os.cpu_count()} cores; {args.repeats} gradings per style"
-              f"{', forked sandboxes' if args.fork_server else ''}")
+              f"{', forked sandboxes' if args.fork_server else ''}; isolation: {isolation.mode}")
         with servers as launcher:  # fork servers for every grading, as a batch worker has
             for name, source in CORRECT_STYLES.items():
                 folder = work / name
