@@ -16,7 +16,7 @@ Gradescope), the learner process runs:
 * in a pids cgroup of its run (root only), which counts threads as well as processes and refuses
   the ones past ``max_processes``.
 
-A single grading execs ``bwrap … setpriv … python -m grader.learner`` (grader/launch.py). A batch
+A single grading execs ``bwrap … setpriv … python -m grader.learner`` (``sandboxed``, grader/launch.py). A batch
 keeps one learner server per worker inside one bubblewrap sandbox and forks each run's process
 from it; the forked process enters a fresh pid and mount namespace of its own (``enter_run``: a
 new /proc, a new tmpfs work dir), joins its run's cgroup and drops to nobody before any learner
@@ -37,7 +37,7 @@ import secrets
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -163,12 +163,9 @@ def _gpus_lost_inside(isolation: Isolation) -> str:
     try:
         outside = subprocess.run([sys.executable, "-c", GPU_COUNT], capture_output=True, text=True,
                                  timeout=300, check=False, env={**env, "PYTHONPATH": ""})
-        argv, fd = hidden_args(command(isolation, [sys.executable, "-c", GPU_COUNT], env, 256))
-        try:
+        with sandboxed(isolation, [sys.executable, "-c", GPU_COUNT], env, 256) as (argv, fds):
             inside = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False,
-                                    pass_fds=(fd,), cwd="/")
-        finally:
-            os.close(fd)
+                                    pass_fds=fds, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"the GPU inside bubblewrap (could not count devices: {exc})"
     if outside.stdout.strip() != inside.stdout.strip():
@@ -296,32 +293,34 @@ def drop_args() -> list[str]:
             "--bounding-set=-all", "--no-new-privs"]
 
 
-def command(isolation: Isolation, argv: list[str], env: Mapping[str, str], work_mb: int) -> list[str]:
-    """``argv`` (the learner process) run inside its sandbox. Its pid namespace's first process is
-    bubblewrap's init (root's: not signalable by nobody); when the learner process ends, the init
-    ends, and the kernel ends the rest."""
-    drop = drop_args() if isolation.as_root else []
-    return [isolation.bwrap, *namespace_args(isolation.as_root), *view_args(work_mb), *env_args(env), "--",
-            *drop, *argv]
+@contextlib.contextmanager
+def sandboxed(isolation: Isolation, argv: list[str], env: Mapping[str, str], work_mb: int, *,
+              server: bool = False) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+    """``argv`` run inside its sandbox: yields the command to start and the fds to pass it, closed
+    when the block ends (once the process has started). The learner process (``server=False``)
+    drops to nobody; its pid namespace's first process is bubblewrap's init (root's: not signalable
+    by nobody), and when the learner process ends, the init ends, and the kernel ends the rest. A
+    learner fork server (``server=True``) stays root inside, with the capabilities to give each
+    forked process namespaces of its own (``enter_run``), which then drops them.
 
-
-def hidden_args(command: list[str]) -> tuple[list[str], int]:
-    """bubblewrap reads its options from a pipe (``--args FD``), so that its init's command line,
-    which anyone in the sandbox can read in /proc/1/cmdline, names no path outside the sandbox.
-    Returns the command to run and the fd to pass it (the caller closes it once started)."""
-    split = command.index("--")  # the options go through the pipe, the command stays (bwrap wants it so)
+    bubblewrap reads its options from a pipe (``--args FD``), so that its init's command line,
+    which anyone in the sandbox can read in /proc/1/cmdline, names no path outside the sandbox;
+    the command itself stays on the command line (bubblewrap wants it there)."""
+    as_root = isolation.as_root or server
+    options = [*namespace_args(as_root), *view_args(work_mb), *env_args(env)]
+    drop = drop_args() if isolation.as_root and not server else []
+    data = b"".join(option.encode() + b"\0" for option in options)
+    if len(data) > PIPE_BUFFER:
+        raise OSError(f"bubblewrap's options ({len(data)} bytes) do not fit a pipe")
     read, write = os.pipe()
     try:
-        data = b"".join(arg.encode() + b"\0" for arg in command[1:split])
-        if len(data) > PIPE_BUFFER:
-            raise OSError(f"bubblewrap's arguments ({len(data)} bytes) do not fit a pipe")
         os.write(write, data)
-    except BaseException:
-        os.close(read)
-        raise
     finally:
         os.close(write)
-    return [command[0], "--args", str(read), *command[split:]], read
+    try:
+        yield [isolation.bwrap, "--args", str(read), "--", *drop, *argv], (read,)
+    finally:
+        os.close(read)
 
 
 def exit_status(code: int | None) -> int | None:
@@ -330,12 +329,6 @@ def exit_status(code: int | None) -> int | None:
     if code is not None and 128 < code < 128 + 65:
         return -(code - 128)
     return code
-
-
-def server_command(isolation: Isolation, argv: list[str], env: Mapping[str, str], work_mb: int) -> list[str]:
-    """A learner fork server's sandbox: the same view; it stays root inside, with the capabilities
-    to give each forked process namespaces of its own (``enter_run``), which then drops them."""
-    return [isolation.bwrap, *namespace_args(True), *view_args(work_mb), *env_args(env), "--", *argv]
 
 
 # -- in a forked learner process, inside the server's sandbox (grader/forkserver.py) -----------------

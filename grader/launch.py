@@ -128,27 +128,21 @@ class Exec:
     def __init__(self, spawn: Spawn, isolation: Isolation = iso.NONE) -> None:
         command = argv(spawn, spawn.fds)
         env = dict(spawn.env)
-        cwd = spawn.cwd
-        args_fd: tuple[int, ...] = ()
-        if spawn.role == "learner" and isolation.mode == "bwrap":
-            work_mb = spawn.limits.file_size_mb if spawn.limits else 256
-            command, fd = iso.hidden_args(iso.command(isolation, command, env, work_mb))  # in its own work dir
-            args_fd = (fd,)
-            cwd = tempfile.gettempdir()
-        try:
+        isolated = spawn.role == "learner" and isolation.mode == "bwrap"
+        work_mb = spawn.limits.file_size_mb if spawn.limits else 256
+        started = (iso.sandboxed(isolation, command, env, work_mb) if isolated  # in its own work dir
+                   else contextlib.nullcontext((command, ())))
+        with started as (command, sandbox_fds):
             self.popen = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                cwd=cwd, env=env, pass_fds=(*spawn.fds, *args_fd),
+                cwd=tempfile.gettempdir() if isolated else spawn.cwd, env=env, pass_fds=(*spawn.fds, *sandbox_fds),
                 preexec_fn=functools.partial(_exec_child, spawn.limits, spawn.cgroup_fd),  # noqa: PLW1509 - before exec
             )
-        finally:
-            for fd in args_fd:
-                os.close(fd)
         self.pid = self.popen.pid
         self.stdin: IO[bytes] = self.popen.stdin  # type: ignore[assignment]
         self.stdout: IO[bytes] = self.popen.stdout  # type: ignore[assignment]
         self.fds = spawn.fds
-        self._status = iso.exit_status if spawn.role == "learner" and isolation.mode == "bwrap" else _same
+        self._status = iso.exit_status if isolated else _same
 
     @property
     def returncode(self) -> int | None:
@@ -251,21 +245,14 @@ class ForkServer:
         # NVML answers a stray is_available() without initialising CUDA, which a fork would break.
         server_env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         command = [sys.executable, "-m", "grader.forkserver", role, str(theirs.fileno())]
-        args_fd: tuple[int, ...] = ()
-        if self.isolated:
-            command, fd = iso.hidden_args(
-                iso.server_command(isolation, [*command, "isolated", str(work_mb)], server_env, work_mb))
-            args_fd = (fd,)
-        try:
+        started = (iso.sandboxed(isolation, [*command, "isolated", str(work_mb)], server_env, work_mb, server=True)
+                   if self.isolated else contextlib.nullcontext((command, ())))
+        with theirs, started as (command, sandbox_fds):
             self.process = subprocess.Popen(
-                command, env=server_env, cwd=tempfile.gettempdir(), pass_fds=(theirs.fileno(), *args_fd),
+                command, env=server_env, cwd=tempfile.gettempdir(), pass_fds=(theirs.fileno(), *sandbox_fds),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C in the terminal is the grader's to handle
             )
-        finally:
-            theirs.close()
-            for fd in args_fd:
-                os.close(fd)
         if not select.select([self.sock], [], [], READY_TIMEOUT_S)[0] or self.receive() != {"ready": True}:
             self.close()
             raise ServerGone(f"the {role} fork server did not start")

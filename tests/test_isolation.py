@@ -278,10 +278,7 @@ def test_device_nodes_bound_for_the_gpu_are_there_inside(monkeypatch: pytest.Mon
     if host is None:
         pytest.skip("no host device node to stand in for a GPU's")
     monkeypatch.setattr(isolation, "GPU_DEVICES", (host,))
-    argv, fd = isolation.hidden_args(isolation.command(probe(), ["/bin/ls", "/dev"], {}, 16))
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, pass_fds=(fd,))
-    finally:
-        os.close(fd)
+    with isolation.sandboxed(probe(), ["/bin/ls", "/dev"], {}, 16) as (argv, fds):
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, pass_fds=fds)
     assert proc.returncode == 0, proc.stderr
     assert os.path.basename(host) in proc.stdout.split()
