@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-import traceback
 from pathlib import Path
 
 from grader import __version__
@@ -18,7 +17,7 @@ from grader.batch import merge, parse_shard, run_batch
 from grader.course import LANGS, load_course
 from grader.errors import ExitCode, GraderError
 from grader.gradescope import write_results
-from grader.grading import DEVICES, failed_report, grade
+from grader.grading import DEVICES, grade_or_failed
 from grader.isolation import NONE, Isolation, probe
 from grader.launch import ExecLauncher
 from grader.report import summary, write_yaml
@@ -81,14 +80,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
     if not args.submission.exists():
         raise GraderError(f"submission not found: {args.submission}")
     code = ExitCode.OK
-    try:
-        launcher = ExecLauncher(isolation=isolation_for(args.isolation))
-        report = grade(args.submission, course, device=args.device, lang=lang, launcher=launcher)
-    except GraderError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a grader bug still leaves a report behind
-        traceback.print_exc()
-        report = failed_report(args.submission, course, f"{type(exc).__name__}: {exc}", lang)
+    launcher = ExecLauncher(isolation=isolation_for(args.isolation))
+    report = grade_or_failed(args.submission, course, device=args.device, lang=lang, launcher=launcher)
     if report.grader_error:
         print(f"grader: the grader could not grade {args.submission}: {report.grader_error}", file=sys.stderr)
         code = ExitCode.INTERNAL

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 from grader import messages
 from grader.course import Course
 from grader.errors import GraderError
-from grader.grading import failed_report, grade
+from grader.grading import grade_or_failed
 from grader.isolation import Isolation
 from grader.launch import ExecLauncher
 from grader.protocol import cut
@@ -136,13 +135,10 @@ def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) ->
     found = find_submission(root / "submission", course.modules.values())
     target = found or root / "submission"
     try:
-        report = grade(target, course, lang=lang, launcher=ExecLauncher(isolation=isolation))
+        report = grade_or_failed(target, course, lang=lang, launcher=ExecLauncher(isolation=isolation))
     except GraderError as exc:  # no submission folder at all, say: still a page
         unavailable(root, lang, str(exc))
         raise
-    except Exception as exc:  # noqa: BLE001 - a grader bug still leaves the learner a page
-        traceback.print_exc()
-        report = failed_report(target, course, f"{type(exc).__name__}: {exc}", lang)
     write_yaml(report, root / "results" / "report.yaml")
     data = results_of(report, course, execution_time=time.monotonic() - started)
     if found is None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
 from grader import __version__
 from grader.course import CheckSpec, Course, Visibility
-from grader.errors import GraderFailure
+from grader.errors import GraderError, GraderFailure
 from grader.isolation import probe
 from grader.launch import ExecLauncher, Launcher
 from grader.results import CheckOutcome, DeviceInfo, IsolationInfo, Report
@@ -73,3 +74,17 @@ def failed_report(path: Path, course: Course, reason: str, lang: str) -> Report:
     submission = Submission(learner=path.stem if path.is_file() else path.name, path=path, sources={}, problems={})
     return build_report(course, submission, course.exercises, {}, device=UNKNOWN_DEVICE, lang=lang,
                         seconds=0.0, version=__version__, failure=GraderFailure("internal", reason))
+
+
+def grade_or_failed(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
+                    launcher: Launcher) -> Report:
+    """``grade()``, and when the grader itself breaks (a bug), the traceback on stderr and a
+    zero-score report that says why, never a traceback instead of a report. A GraderError (a
+    usage error, the user's to fix) still raises."""
+    try:
+        return grade(path, course, device=device, lang=lang, launcher=launcher)
+    except GraderError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a grader bug still leaves a report behind
+        traceback.print_exc()
+        return failed_report(path, course, f"{type(exc).__name__}: {exc}", lang)
