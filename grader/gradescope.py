@@ -149,12 +149,16 @@ def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) ->
     return Autograded(results, report.score, report.grader_error)
 
 
+def unavailable_results(lang: str, reason: str) -> dict[str, Any]:
+    """The results.json of a grader that cannot grade at all (a broken course or install)."""
+    text = messages.ui(lang, "gradescope.unavailable").format(reason=cut(reason, 300))
+    return {"score": 0.0, "execution_time": 0.0, "output": text, "output_format": "text",
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
+
+
 def unavailable(root: Path, lang: str, reason: str) -> Path:
-    """The page a learner gets when the grader cannot grade at all (a broken course or install)."""
+    """Write that page where Gradescope reads it."""
     results = root / "results" / "results.json"
     results.parent.mkdir(parents=True, exist_ok=True)
-    text = messages.ui(lang, "gradescope.unavailable").format(reason=cut(reason, 300))
-    data = {"score": 0.0, "execution_time": 0.0, "output": text, "output_format": "text",
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": []}
-    write_atomic(results, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    write_atomic(results, json.dumps(unavailable_results(lang, reason), ensure_ascii=False, indent=2) + "\n")
     return results

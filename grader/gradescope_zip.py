@@ -31,9 +31,10 @@ from typing import Any
 
 import yaml
 
-from grader import __version__, messages
+from grader import __version__
 from grader.course import Course
 from grader.errors import GraderError
+from grader.gradescope import unavailable_results
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DISTRIBUTION = "pytorch-gpu-lesson-grader"
@@ -165,10 +166,7 @@ def pinned_requirements() -> tuple[str, ...]:
 
 def _files(course: Course, pyproject: Path, pins: tuple[str, ...], gpu: bool) -> dict[str, tuple[bytes, int]]:
     lang = course.default_lang
-    fallback = {"score": 0.0, "execution_time": 0.0, "visibility": "visible", "stdout_visibility": "hidden",
-                "output": messages.ui(lang, "gradescope.unavailable").format(
-                    reason="run_autograder: the grader did not start"),
-                "tests": []}
+    fallback = unavailable_results(lang, "run_autograder: the grader did not start")
     texts: dict[str, str] = {
         "setup.sh": SETUP_SH.format(version=__version__, torch_index="" if gpu else CPU_TORCH_INDEX,
                                     python="{}.{}".format(*sys.version_info[:2]), major=sys.version_info[0],
