@@ -13,21 +13,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from grader.learner import torchstate
 from grader.learner.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
 from grader.learner.toplevel import TopLevel, TopLevelLimits
 from grader.protocol import TopLevelEvent
 from grader.submission import load_submission
-from tests.conftest import folder_with, run_cli, solution_text
+from tests.conftest import course_with, folder_with, run_cli, solution_text
+from tests.notebooks._snippets import EX5_LESSON
 from tests.submissions.catalog import MODULES
 
 
 class Recorder:
     def __init__(self) -> None:
         self.events: list[TopLevelEvent] = []
+        self.modes_after_cells: list[torchstate.TorchModes | None] = []  # PyTorch's modes as each cell ended
 
     def __call__(self, event: TopLevelEvent) -> None:
         self.events.append(event)
+        if event.event == "cell_end":
+            self.modes_after_cells.append(torchstate.capture())
 
     def stops(self) -> list[tuple[str, str, int | None]]:
         return [(e.stop.label, e.stop.kind, e.stop.line) for e in self.events if e.stop is not None]
@@ -100,6 +106,51 @@ def test_except_exception_does_not_swallow_the_limit(run: Any) -> None:
     assert [kind for _, kind, _ in heard.stops()] == ["timeout"]
 
 
+TRAIN_FOREVER = (
+    "while True:\n"
+    "    train_steps(nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 3)), torch.randn(256, 20),\n"
+    "                torch.randint(0, 3, (256,)), torch.device('cpu'), steps=2, amp_dtype={dtype})"
+)
+
+
+def test_a_cell_stopped_inside_pytorch_leaves_pytorch_s_modes_as_they_were(run: Any) -> None:
+    """The limit's SIGALRM lands anywhere in the learner's training loop, also between a PyTorch
+    context manager's "set" and its "try" (Optimizer.step's grad switch, autocast's enter and exit).
+    Without the restore, a run of 60 such stops of the solution's loop left a mode changed within
+    its first 30-50 stops in each of three tries (grad off, so the next cell's backward raised; autocast
+    nested; the CPU autocast dtype at float32); with it, in none of six."""
+    import torch
+
+    warm: dict[str, Any] = {}  # PyTorch's lazy imports (sympy) done first: a stop inside an import is not the point
+    exec(solution_text("ex5") + "\n" + TRAIN_FOREVER.replace("while True", "for _ in range(3)").format(  # noqa: S102
+        dtype="torch.float16"), warm)
+    before = torchstate.capture()
+    cells = [solution_text("ex5")] + [TRAIN_FOREVER.format(dtype=("None", "torch.float16", "torch.bfloat16")[i % 3])
+                                      for i in range(60)]
+    module, heard = run(cells, TopLevelLimits(cell_timeout_s=0.013, budget_s=60))
+    assert [kind for _, kind, _ in heard.stops()] == ["timeout"] * 60
+    assert before is not None and heard.modes_after_cells[1:] == [before] * 60
+    assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+
+
+def test_a_limit_that_lands_inside_an_import_waits_for_it(run: Any, tmp_path: Path) -> None:
+    """A package cut halfway through its import stays broken in the process: its finished submodules
+    stay in sys.modules, orphaned, and the next import of the package never sets them as its
+    attributes ("module 'sympy' has no attribute 'core'" after the first optimizer.step() was cut).
+    So the cell's limit waits for the import, then cuts the cell; the next cell uses the package."""
+    package = tmp_path / "slowpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("import slowpkg.fast\nimport slowpkg.slow\n", encoding="utf-8")
+    (package / "fast.py").write_text("VALUE = 42\n", encoding="utf-8")
+    (package / "slow.py").write_text(  # slow the first time only, as a cold import is
+        "import os, time\nif not os.path.exists('imported_once'):\n    open('imported_once', 'w').close()\n"
+        "    time.sleep(0.6)\n", encoding="utf-8")
+    module, heard = run(["import slowpkg\nwhile True:\n    pass", "import slowpkg.fast\nvalue = slowpkg.fast.VALUE"],
+                        TopLevelLimits(cell_timeout_s=0.3))
+    assert heard.stops() == [("In [1]", "timeout", 2)]  # cut after the import, in the loop
+    assert module.value == 42
+
+
 def test_what_a_cell_grabbed_before_running_out_of_memory_is_dropped(run: Any) -> None:
     module, heard = run(["kept = 1", "kept = 2\nhuge = [0] * 10\nraise MemoryError('simulated')"])
     assert [kind for _, kind, _ in heard.stops()] == ["memory"]
@@ -167,3 +218,22 @@ def test_definitions_after_a_demo_line_still_count(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert "ex1_device.py, line 2 needs a GPU" in text
     assert "score: 20.0" in text
+
+
+def test_a_demo_cell_cut_inside_pytorch_costs_the_training_function_nothing(tmp_path: Path) -> None:
+    """End to end, in every learner process of a grading: the cell below is what an `Optimizer.step`
+    and an autocast `__enter__` leave when the cell limit lands between their "set" and their "try"
+    (grad off, autocast on and nested), then the rest of a long demo. The grader stops the cell and
+    puts PyTorch's modes back, so ex5's checks train as from a fresh process."""
+    demo = ("\n\nimport time\ntorch.set_grad_enabled(False)\ntorch.set_autocast_enabled('cpu', True)\n"
+            "torch.autocast_increment_nesting()\nwhile True:\n    time.sleep(0.05)\n")
+    lesson_style = "import torch\nfrom torch import nn\n" + EX5_LESSON  # FP32 runs outside any autocast block
+    folder = folder_with(tmp_path, "cut_demo", {"ex5_amp": lesson_style + demo})
+    course = course_with(tmp_path, {"cell_timeout_s: 10": "cell_timeout_s: 1"})
+    out = tmp_path / "r.yaml"
+    proc = run_cli("grade", str(folder), "-o", str(out), "--lang", "en", "--course", str(course))
+    report = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert proc.returncode == 0, proc.stderr
+    assert [stop["kind"] for stop in report["top_level"]] == ["timeout"]
+    ex5 = report["exercises"]["ex5"]
+    assert ex5["score"] == ex5["max_score"] == 20.0, [(c["id"], c["status"], c["message"]) for c in ex5["checks"]]

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from grader.learner import recipes
+from grader.learner import recipes, torchstate
 from grader.learner.calls import Outcome, call, clear_learner_caches, lookup, register_learner_dirs
 from grader.learner.devices import Session, open_session, place
 from grader.learner.instruments import metered, watch_amp
@@ -106,6 +106,7 @@ class Runner:
         self.sources: dict[str, SourceFile] = {}
         self._handles = 0
         self._seq = 0  # the request being answered: every frame sent meanwhile carries its number
+        self.fresh_modes = torchstate.capture()  # PyTorch's grad, dtype and autocast modes before any learner code
 
     # -- the top level ------------------------------------------------------------------------
     def start(self, start: Start) -> None:
@@ -186,8 +187,7 @@ class Runner:
     def reset(self) -> Answer:
         while self.levels:  # a check that ended inside a session (its failure) left it open
             self.close()
-        torch.set_default_dtype(torch.float32)
-        torch.set_grad_enabled(True)
+        torchstate.restore(self.fresh_modes)  # each check starts as in a fresh process, whatever the top level left
         torch.set_num_threads(_NUM_THREADS)
         torch.manual_seed(0)
         if hasattr(torch, "set_default_device"):

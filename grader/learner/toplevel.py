@@ -11,7 +11,13 @@ matplotlib or a forgotten scratch cell never costs the functions their grade.
 Two limits (course.yaml `limits`): each cell gets `cell_timeout_s`, the whole top level
 `top_level_timeout_s`; past the latter, cells only make their definitions. A cell stuck in C
 code (one huge matmul) cannot be interrupted here: the parent kills the process at the cell's
-deadline, records it, and the next process skips that cell (``skip``).
+deadline, records it, and the next process skips that cell (``skip``). A limit that lands inside
+an import waits until the import is done (the parent's deadline still bounds it): a package cut
+halfway stays broken for the whole process. Measured: the first `optimizer.step()` of a process
+imports torch._dynamo and sympy (~1 s on 2 idle cores, several under load); cut there, every later
+training step raised "partially initialized module 'torch._dynamo'…" or "module 'sympy' has no
+attribute 'core'": colab_keepalive_oom.ipynb, whose first training is a demo cell, scored 70/100 at
+a 0.3 s cell limit (ex5 and ex4's training checks `error`), as it once did in CI at 5 s under load.
 
 The listener hears every step (a protocol TopLevelEvent), so the grader knows which cell is
 running: ``importing`` and ``imported`` (a module), ``cell_start``, ``cell_stop`` (with its
@@ -37,6 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
 from grader.protocol import CellStop, StopKind, TopLevelEvent
 from grader.submission import Cell, SourceFile
@@ -48,6 +55,9 @@ NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "c
                 "cuda error", "cuda-capable device", "cuda is not available", "torch.cuda.is_available() is false",
                 "not compiled with mps", "mps backend", "mps is not available", "invalid device ordinal", "nvml")
 DEFINITIONS_ALLOWANCE_S = 5.0  # for the definitions of a cell that stopped (an import can be slow)
+# A limit that lands inside an import waits for it: the alarm comes back this often until it is done.
+IMPORT_RETRY_S = 0.05
+_GRADER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 Listener = Callable[[TopLevelEvent], None]
 
 
@@ -262,7 +272,10 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     @contextlib.contextmanager
     def alarm(self, seconds: float) -> Iterator[None]:
-        """SIGALRM raises TimeUp in the learner's code after ``seconds`` (or the enclosing deadline)."""
+        """SIGALRM raises TimeUp in the learner's code after ``seconds`` (or the enclosing deadline);
+        PyTorch's modes the interrupted code had changed are put back (grader/learner/torchstate.py)."""
+        modes = torchstate.capture()
+        interrupted = False
         deadline = time.monotonic() + max(seconds, 0.001)
         if self._deadlines:
             deadline = min(deadline, self._deadlines[-1])
@@ -272,8 +285,13 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
         try:
             yield
+        except TimeUp:
+            interrupted = True
+            raise
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            if interrupted:
+                torchstate.restore(modes)
             self._deadlines.pop()
             if self._deadlines:
                 signal.setitimer(signal.ITIMER_REAL, max(self._deadlines[-1] - time.monotonic(), 0.001))
@@ -296,8 +314,24 @@ def _parse(code: str, filename: str, first_line: int) -> ast.Module:
     return tree
 
 
-def _on_alarm(signum: int, frame: object) -> None:
+def _on_alarm(signum: int, frame: types.FrameType | None) -> None:
+    if _importing(frame):
+        signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)  # cut just after the import instead
+        return
     raise TimeUp
+
+
+def _importing(frame: types.FrameType | None) -> bool:
+    """Whether the interrupted code is inside an import that the learner's code (or PyTorch's, for
+    it) started: between the innermost frame and the nearest grader frame, an importlib frame."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith("<frozen importlib"):
+            return True
+        if filename.startswith(_GRADER_DIR):
+            return False  # the top level's own import of the learner module, or the grader's code
+        frame = frame.f_back
+    return False
 
 
 def _restore(namespace: dict[str, Any], snapshot: dict[str, Any]) -> None:

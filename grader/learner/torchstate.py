@@ -1,0 +1,79 @@
+"""PyTorch's per-thread modes, saved before the grader interrupts the learner's code and put back after.
+
+A cell or a call past its limit is stopped by SIGALRM (grader/learner/toplevel.py), and the
+exception lands wherever the learner's code is, also inside PyTorch's own context managers,
+between their "set" and their "try": `Optimizer.step` turns grad off and back on around the
+update, `torch.autocast` sets its flag, dtype, cache and nesting on enter and undoes them on exit.
+Cut there, the mode stays. Measured by stopping the solution's training loop at random times on
+CPU: of 300 stops, one left grad off (the next cell's `backward()` raised), some left the CPU
+autocast dtype at float32, and some left autocast nested, so its weight-cast cache is never cleared
+and later steps train on stale casts (the losses stop moving). With autocast left on, a correct
+`train_steps` graded afterwards in that process failed `fp32_losses` and `amp_saves_memory`.
+
+Two places put modes back. The limit's alarm (toplevel.py) restores the modes as they were when
+the cut cell or call started: the grader caused the mess, so the cells after it run as in Jupyter,
+where what a finished cell set on purpose (`torch.set_grad_enabled(False)` in a demo) stays. And
+each check starts from the modes of a fresh process (runner.py's reset, which already did so for
+grad and the default dtype): the checks grade functions, not what the top level left behind.
+Not covered: inference mode and `with torch.device(...)` (no public setter for their state);
+nothing in the lesson uses them.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+AUTOCAST_DEVICES = ("cpu", "cuda", "mps")
+# What capture() and restore() call: PyTorch >= 2.4 has all of them (the per-device autocast ones are new).
+_API = ("is_grad_enabled", "get_default_dtype", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_dtype",
+        "is_autocast_cache_enabled", "set_autocast_cache_enabled", "autocast_increment_nesting",
+        "autocast_decrement_nesting", "clear_autocast_cache")
+
+
+@dataclass(frozen=True)
+class TorchModes:
+    grad_enabled: bool
+    default_dtype: Any  # a torch.dtype
+    autocast: tuple[tuple[str, bool, Any], ...]  # (device type, enabled, dtype)
+    autocast_cache: bool
+    autocast_nesting: int
+
+
+def capture() -> TorchModes | None:
+    """This thread's modes now; None when torch is not imported (nothing to put back)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not all(hasattr(torch, name) for name in _API):  # absent, half imported, or older
+        return None
+    autocast = []
+    for device in AUTOCAST_DEVICES:
+        try:
+            autocast.append((device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)))
+        except (RuntimeError, TypeError):  # a device type this build does not know
+            continue
+    nesting = torch.autocast_increment_nesting() - 1  # PyTorch has no getter: step up, read, step back
+    torch.autocast_decrement_nesting()
+    return TorchModes(torch.is_grad_enabled(), torch.get_default_dtype(), tuple(autocast),
+                      torch.is_autocast_cache_enabled(), nesting)
+
+
+def restore(modes: TorchModes | None) -> None:
+    """Put the modes back as ``capture()`` saw them."""
+    torch = sys.modules.get("torch")
+    if modes is None or torch is None:
+        return
+    torch.set_grad_enabled(modes.grad_enabled)
+    torch.set_default_dtype(modes.default_dtype)
+    for device, enabled, dtype in modes.autocast:
+        torch.set_autocast_enabled(device, enabled)
+        torch.set_autocast_dtype(device, dtype)
+    torch.set_autocast_cache_enabled(modes.autocast_cache)
+    nesting = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    while nesting > modes.autocast_nesting:
+        nesting = torch.autocast_decrement_nesting()
+    while nesting < modes.autocast_nesting:
+        nesting = torch.autocast_increment_nesting()
+    if nesting == 0:
+        torch.clear_autocast_cache()  # casts cached by an autocast region that never closed
