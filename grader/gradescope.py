@@ -89,8 +89,17 @@ def results_of(report: Report, course: Course, *, execution_time: float | None =
 
 
 def write_results(report: Report, course: Course, path: Path, *, execution_time: float | None = None) -> None:
-    data = results_of(report, course, execution_time=execution_time)
+    _write_page(path, results_of(report, course, execution_time=execution_time))
+
+
+def _write_page(path: Path, data: dict[str, Any]) -> None:
+    """A results.json, atomically (its folder made if need be)."""
     write_atomic(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+def _page_path(root: Path) -> Path:
+    """Where Gradescope reads the page: ``root/results/results.json``."""
+    return root / "results" / "results.json"
 
 
 @dataclass(frozen=True)
@@ -130,8 +139,6 @@ def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) ->
     """Grade ``root/submission`` as Gradescope lays it out; ``root/results/results.json`` is
     written whatever happens: a grader that fails still gives the learner a page that says so."""
     started = time.monotonic()
-    results = root / "results" / "results.json"
-    results.parent.mkdir(parents=True, exist_ok=True)
     found = find_submission(root / "submission", course.modules.values())
     target = found or root / "submission"
     try:
@@ -143,7 +150,8 @@ def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) ->
     data = results_of(report, course, execution_time=time.monotonic() - started)
     if found is None:
         data["output"] = messages.ui(lang, "gradescope.nothing_submitted") + "\n" + data["output"]
-    write_atomic(results, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    results = _page_path(root)
+    _write_page(results, data)
     if report.output:  # run_autograder's stdout: Gradescope shows it as stdout_visibility says
         sys.stdout.write(report.output + ("" if report.output.endswith("\n") else "\n"))
     return Autograded(results, report.score, report.grader_error)
@@ -158,7 +166,6 @@ def unavailable_results(lang: str, reason: str) -> dict[str, Any]:
 
 def unavailable(root: Path, lang: str, reason: str) -> Path:
     """Write that page where Gradescope reads it."""
-    results = root / "results" / "results.json"
-    results.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(results, json.dumps(unavailable_results(lang, reason), ensure_ascii=False, indent=2) + "\n")
+    results = _page_path(root)
+    _write_page(results, unavailable_results(lang, reason))
     return results

@@ -393,9 +393,8 @@ class _Runner:
         if isinstance(message, CheckStarted):
             pair.refused = pair.cgroup.limit_hits()
         elif isinstance(message, CheckEnded) and message.status != "passed" and pair.cgroup.limit_hits() > pair.refused:
-            params = {"limit": str(self.limits.max_processes)}
-            return CheckEnded(message.check, "error", "process_limit", params, message.mode, message.devices,
-                              message.duration_s)
+            return dataclasses.replace(message, status="error", message="process_limit",
+                                       params={"limit": str(self.limits.max_processes)})
         return message
 
     def context(self) -> Context:

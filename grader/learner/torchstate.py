@@ -52,10 +52,8 @@ def capture() -> TorchModes | None:
             autocast.append((device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)))
         except (RuntimeError, TypeError):  # a device type this build does not know
             continue
-    nesting = torch.autocast_increment_nesting() - 1  # PyTorch has no getter: step up, read, step back
-    torch.autocast_decrement_nesting()
     return TorchModes(torch.is_grad_enabled(), torch.get_default_dtype(), tuple(autocast),
-                      torch.is_autocast_cache_enabled(), nesting)
+                      torch.is_autocast_cache_enabled(), _nesting(torch))
 
 
 def restore(modes: TorchModes | None) -> None:
@@ -69,11 +67,17 @@ def restore(modes: TorchModes | None) -> None:
         torch.set_autocast_enabled(device, enabled)
         torch.set_autocast_dtype(device, dtype)
     torch.set_autocast_cache_enabled(modes.autocast_cache)
-    nesting = torch.autocast_increment_nesting() - 1
-    torch.autocast_decrement_nesting()
+    nesting = _nesting(torch)
     while nesting > modes.autocast_nesting:
         nesting = torch.autocast_decrement_nesting()
     while nesting < modes.autocast_nesting:
         nesting = torch.autocast_increment_nesting()
     if nesting == 0:
         torch.clear_autocast_cache()  # casts cached by an autocast region that never closed
+
+
+def _nesting(torch: Any) -> int:
+    """How deep in autocast regions this thread is. PyTorch has no getter: step up, read, step back."""
+    nesting = int(torch.autocast_increment_nesting()) - 1
+    torch.autocast_decrement_nesting()
+    return nesting
