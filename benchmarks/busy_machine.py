@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
 from grader.grading import grade  # noqa: E402
-from grader.isolation import NONE, probe  # noqa: E402
-from grader.launch import ExecLauncher, ForkLauncher  # noqa: E402
+from grader.run.isolation import NONE, probe  # noqa: E402
+from grader.run.launch import ExecLauncher, ForkLauncher  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES  # noqa: E402
 
 

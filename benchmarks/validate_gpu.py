@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
 from grader.grading import grade  # noqa: E402
-from grader.launch import ForkLauncher, Launcher  # noqa: E402
-from grader.results import Report  # noqa: E402
+from grader.run.launch import ForkLauncher, Launcher  # noqa: E402
+from grader.score.results import Report  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES, Mistake, mistakes  # noqa: E402
 
 
@@ -99,15 +99,17 @@ def _probe(torch: Any) -> list[str]:
     """The figures the real-GPU thresholds rest on, measured here (each line may fail alone)."""
     from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TOTAL_RATIO
     from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
-    from grader.checks.support.devices import RealAccelerator, runs_amp
+    from grader.judge.devices import runs_amp
+    from grader.learner.sessions import RealSession, hello
 
     if not torch.cuda.is_available():
         return ["no CUDA device: nothing probed"]
     device = torch.device("cuda")
+    found = hello("cuda")  # what the learner process tells the judge about this GPU
     lines = []
 
     def capacity() -> str:
-        with RealAccelerator("cuda", FILL_BUDGET) as acc:
+        with RealSession("cuda", FILL_BUDGET) as acc:
             return str(acc.fill_capacity(CHUNK_MB * MiB))
 
     def ratio(path: Path) -> str:
@@ -116,8 +118,8 @@ def _probe(torch: Any) -> list[str]:
         return f"{module.time_matmul(2048, device, repeats=8) / module.time_matmul(2048, device, repeats=2):.2f}"
 
     probes = {
-        "bf16 / fp16 AMP graded on the GPU": lambda: f"{runs_amp('cuda', torch.bfloat16)} / "
-                                                    f"{runs_amp('cuda', torch.float16)}",
+        "bf16 / fp16 AMP graded on the GPU": lambda: f"{runs_amp(found, 'cuda', torch.bfloat16)} / "
+                                                    f"{runs_amp(found, 'cuda', torch.float16)}",
         f"chunks of {CHUNK_MB} MiB that fit under the fill cap (stand-in: {CHUNKS_THAT_FIT})":
             capacity,
         f"time_matmul(2048) 8 repeats / 2, solutions (a mean: ~1; bound {REAL_TOTAL_RATIO})":
@@ -147,7 +149,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="gpu-validation-"))
     started = time.monotonic()
     try:
-        # As `grader batch` does: each worker forks its processes from warm servers (grader/launch.py).
+        # As `grader batch` does: each worker forks its processes from warm servers (grader/run/launch.py).
         with ForkLauncher() as launcher, ThreadPoolExecutor(args.workers) as pool:
             jobs = [pool.submit(_grade_correct, name, path, args.device, work, launcher)
                     for name, path in CORRECT_STYLES.items()]

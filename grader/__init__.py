@@ -39,7 +39,7 @@ def check(exercise: str | int | None = None, *, lang: str | None = None, device:
     if _in_sandbox():
         return {}
     try:
-        from grader import selfcheck
+        from grader.commands import selfcheck
     except Exception as exc:  # noqa: BLE001 - a broken install must not raise in the learner's cell
         reason = f"{type(exc).__name__}: {exc}"
         print(f"grader.check: {reason}")
@@ -51,7 +51,7 @@ def doctor() -> bool:
     """Print what the grader finds on this machine — its version, Python, torch and the devices,
     whether every check loads, the sandbox's features — to paste into a problem report.
     Returns True when everything the grader needs works."""
-    from grader import diagnosis
+    from grader.commands import doctor as diagnosis
 
     text, ok = diagnosis.diagnose()
     print(text)

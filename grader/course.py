@@ -15,33 +15,19 @@ from typing import Any, Literal
 import yaml
 
 from grader.errors import GraderError
+from grader.paths import CHECKS_DIR, PACKAGE_DIR, PROJECT_ROOT
+from grader.wire.messages import Limits
 
 Visibility = Literal["public", "hidden"]
 Lang = Literal["vi", "en"]
 LANGS: tuple[Lang, ...] = ("vi", "en")
-CHECKS_DIR = Path(__file__).parent / "checks"
 TOTAL_POINTS = 100.0
 # `release: public` marks a learner's copy (grader release): hidden checks and solution paths
 # were removed, so its points add up to the public total, not to TOTAL_POINTS.
 Release = Literal["public"]
-# Gradescope's own visibility values for a test (see grader/gradescope.py).
+# Gradescope's own visibility values for a test (see grader/outputs/gradescope.py).
 GradescopeVisibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 GRADESCOPE_VISIBILITIES: tuple[GradescopeVisibility, ...] = ("visible", "hidden", "after_due_date", "after_published")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Limits on the learner's child process (see sandbox.py)."""
-
-    run_timeout_s: float = 240.0
-    memory_mb: int = 6144
-    cpu_seconds: int = 600
-    max_processes: int = 256
-    file_size_mb: int = 256
-    output_kb: int = 256
-    # The learner's top level (grader/learner/toplevel.py): each cell, and all of it together.
-    cell_timeout_s: float = 10.0
-    top_level_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -121,8 +107,7 @@ class Course:
 def default_course_path() -> Path:
     """course.yaml at the repository root (editable install), in the package (a release bundle,
     also when pip-installed in Colab/Kaggle), or in the current directory."""
-    package = Path(__file__).resolve().parent
-    for candidate in (package.parent / "course.yaml", package / "course.yaml", Path.cwd() / "course.yaml"):
+    for candidate in (PROJECT_ROOT / "course.yaml", PACKAGE_DIR / "course.yaml", Path.cwd() / "course.yaml"):
         if candidate.is_file():
             return candidate
     raise GraderError("course.yaml not found next to the grader package; pass --course PATH")

@@ -1,6 +1,6 @@
 """Grade one submission: load it, run its checks in the sandbox, score it.
 
-The grader's process only reads files and talks to the judge (grader/sandbox.py); when grading
+The grader's process only reads files and talks to the judge (grader/run/sandbox.py); when grading
 itself breaks, the learner still gets a zero-score report that says why.
 """
 
@@ -15,12 +15,12 @@ from pathlib import Path
 from grader import __version__
 from grader.course import CheckSpec, Course, Visibility
 from grader.errors import GraderError, GraderFailure
-from grader.isolation import probe
-from grader.launch import ExecLauncher, Launcher
-from grader.results import CheckOutcome, DeviceInfo, IsolationInfo, Report
-from grader.sandbox import run_checks
-from grader.scoring import absent_outcome, build_report, explain_missing, problem_outcome, top_level_stops
-from grader.submission import Submission, load_submission
+from grader.intake.submission import Submission, load_submission
+from grader.run.isolation import probe
+from grader.run.launch import ExecLauncher, Launcher
+from grader.run.sandbox import run_checks
+from grader.score.results import CheckOutcome, DeviceInfo, IsolationInfo, Report
+from grader.score.scoring import absent_outcome, build_report, explain_missing, problem_outcome, top_level_stops
 
 UNKNOWN_DEVICE = DeviceInfo("unknown", "unknown", "unknown")
 DEVICES = ("auto", "cpu", "cuda", "mps")  # what --device / grade(device=) accept
@@ -29,7 +29,7 @@ DEVICES = ("auto", "cpu", "cuda", "mps")  # what --device / grade(device=) accep
 def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
           visibility: Iterable[Visibility] = ("public", "hidden"),
           exercises: Iterable[str] | None = None, launcher: Launcher | None = None) -> Report:
-    """Grade the submission at ``path``; its processes start with ``launcher`` (grader/launch.py:
+    """Grade the submission at ``path``; its processes start with ``launcher`` (grader/run/launch.py:
     exec'd, isolated as this machine allows, unless a batch passes its fork servers)."""
     started = time.monotonic()
     submission = load_submission(path, course.modules)

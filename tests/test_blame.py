@@ -1,11 +1,11 @@
-"""What a run's messages mean (grader/blame.py), on made-up runs: no processes, no clocks."""
+"""What a run's messages mean (grader/run/blame.py), on made-up runs: no processes, no clocks."""
 
 from __future__ import annotations
 
 import signal
 
-from grader.blame import Context, RunEnd, Trace, settle
-from grader.protocol import (
+from grader.run.blame import Context, RunEnd, Trace, settle
+from grader.wire.messages import (
     Calling,
     Canary,
     CellStop,

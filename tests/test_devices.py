@@ -19,12 +19,12 @@ import pytest
 import torch
 
 from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
-from grader.checks.support.devices import runs_amp
-from grader.learner.devices import RealSession, StandInSession, open_session
-from grader.learner.standin import StandIn
+from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
+from grader.emulation.standin import StandIn
+from grader.judge.devices import runs_amp
+from grader.learner.sessions import RealSession, StandInSession, open_session
 from grader.learner.toplevel import TopLevel, TopLevelLimits
-from grader.protocol import CudaFacts, Hello, OpenDevice
-from grader.submission import Cell, SourceFile
+from grader.wire.messages import Cell, CudaFacts, Hello, OpenDevice, Source
 from tests.conftest import SOLUTIONS
 
 _REAL_PERF_COUNTER = time.perf_counter
@@ -64,23 +64,21 @@ def test_recorder_sees_sync_clock_and_matmuls(fake_cuda: None) -> None:
 
 
 @contextlib.contextmanager
-def learner_module(tmp_path: Path, name: str, text: str) -> Iterator[types.ModuleType]:
-    """A learner module run by the sandbox's own top-level runner (one cell), removed afterwards."""
-    source = SourceFile(name, text, f"{name}.py", (Cell("line 1", 1, text.count("\n") + 1),))
+def learner_module(tmp_path: Path, name: str, text: str) -> Iterator[tuple[types.ModuleType, LearnerCode]]:
+    """A learner module run by the sandbox's own top-level runner (one cell), and where the
+    learner's code lives (as the runner hands it to a session); removed afterwards."""
+    source = Source(name, text, f"{name}.py", (Cell("line 1", 1, text.count("\n") + 1),))
     toplevel = TopLevel({"ex": source}, str(tmp_path), TopLevelLimits(), lambda event: None)
     try:
-        from grader.learner.calls import register_learner_dirs
-
-        register_learner_dirs(toplevel.learner_dirs())
-        yield toplevel.module(name)
+        yield toplevel.module(name), LearnerCode(tuple(sorted(toplevel.learner_dirs())))
     finally:
         toplevel.close()
 
 
 def test_patches_reach_names_the_learner_bound_at_import(tmp_path: Path) -> None:
     text = "from time import perf_counter\nfrom torch.cuda import synchronize\nimport time\nclock = time.monotonic\n"
-    with learner_module(tmp_path, "bound_learner", text) as module:
-        with StandIn(virtual_clock=True) as standin:
+    with learner_module(tmp_path, "bound_learner", text) as (module, code):
+        with StandIn(virtual_clock=True, code=code) as standin:
             assert module.perf_counter is time.perf_counter is not _REAL_PERF_COUNTER  # the virtual clock
             assert module.clock is time.monotonic  # a module-level alias too
             module.synchronize()  # the real one raises on a CPU build
@@ -101,15 +99,15 @@ def test_amp_checks_never_demand_what_the_gpu_lacks() -> None:
 
 
 def test_the_learner_process_opens_the_session_the_judge_chose(fake_cuda: None) -> None:
-    assert isinstance(open_session(OpenDevice("cuda", standin=False)), RealSession)
-    assert open_session(OpenDevice("cuda", standin=False)).label == "cuda (Simulated GPU)"
-    assert isinstance(open_session(OpenDevice("mps", standin=True)), StandInSession)
-    assert open_session(OpenDevice("cpu", standin=False)).label == "cpu"
+    assert isinstance(open_session(OpenDevice("cuda", standin=False), NO_LEARNER_CODE), RealSession)
+    assert open_session(OpenDevice("cuda", standin=False), NO_LEARNER_CODE).label == "cuda (Simulated GPU)"
+    assert isinstance(open_session(OpenDevice("mps", standin=True), NO_LEARNER_CODE), StandInSession)
+    assert open_session(OpenDevice("cpu", standin=False), NO_LEARNER_CODE).label == "cpu"
 
 
 def test_a_real_device_the_machine_lacks_is_refused() -> None:
     with pytest.raises(RuntimeError, match="no real mps"):
-        open_session(OpenDevice("mps", standin=False))
+        open_session(OpenDevice("mps", standin=False), NO_LEARNER_CODE)
 
 
 def test_stand_in_fill_capacity_is_the_budget_in_chunks() -> None:
@@ -136,8 +134,8 @@ def time_matmul(n, device, repeats=5):
 
 
 def test_cuda_events_imported_by_name_time_the_stand_in(tmp_path: Path) -> None:
-    with learner_module(tmp_path, "event_learner", EVENT_TIMING) as module:
-        with StandIn(virtual_clock=True) as standin:
+    with learner_module(tmp_path, "event_learner", EVENT_TIMING) as (module, code):
+        with StandIn(virtual_clock=True, code=code) as standin:
             seconds = module.time_matmul(512, standin.device)
             expected = standin.matmul_seconds(512)
         assert 0.95 < seconds / expected < 1.1  # launch overhead only

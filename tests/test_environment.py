@@ -26,7 +26,7 @@ else:  # pragma: no cover - Python 3.10
 
 # Imported only where they are already present (never installed for the grader):
 OPTIONAL = {
-    "IPython": "grader/selfcheck.py imports it only inside a running IPython kernel",
+    "IPython": "grader/commands/selfcheck.py imports it only inside a running IPython kernel",
 }
 
 

@@ -71,11 +71,11 @@ VERDICT_PATCH = '''
 try:
     import _pytest.python
     _pytest.python.Function.runtest = lambda self: None
-    import grader.judge, grader.checks.support.outcomes as outcomes
-    grader.judge.classify = lambda exc: ("passed", "", {})
+    import grader.judge.plugin as plugin, grader.judge.outcomes as outcomes
+    plugin.classify = lambda exc: ("passed", "", {})
     outcomes.fail = lambda *a, **k: None
 except ImportError:
-    pass        # not even there to patch: an isolated learner process sees only grader/learner
+    pass        # not even there to patch: an isolated learner process sees none of grader/judge
 '''
 
 LYING = '''

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from grader import messages
+from grader.commands.autograde import find_submission
 from grader.course import load_course
-from grader.gradescope import find_submission
+from grader.score import texts
 from tests.conftest import ROOT, course_with, folder_with, run_cli
 
 PICK_DEVICE_AS_STRING = '''
@@ -24,7 +24,7 @@ def describe_device(device):
     raise NotImplementedError
 '''
 VISIBILITY_LINE = "visibility: {public: visible, hidden: after_published}"
-PICK_HINT = messages.hint("en", next(c for c in load_course().checks
+PICK_HINT = texts.hint("en", next(c for c in load_course().checks
                                      if c.id == "ex1.pick_device_returns_device").test_file)
 
 

@@ -18,9 +18,9 @@ from typing import Any
 import nbformat
 import pytest
 
-from grader import messages
+from grader.commands.gradescope_zip import pinned_requirements, unpack
 from grader.course import load_course
-from grader.gradescope_zip import pinned_requirements, unpack
+from grader.score import texts
 from tests.conftest import ROOT, run_cli, solution_text
 
 VISIBILITIES = {"visible", "hidden", "after_due_date", "after_published"}
@@ -144,14 +144,14 @@ def test_a_wrong_notebook_is_graded_with_messages_and_hints(gradescope: Gradesco
     assert all(tests[c.id]["status"] == "passed" for c in COURSE.checks if c.exercise == "ex1")
     wrong = tests["ex3.roundtrip_values"]
     assert wrong["status"] == "failed" and wrong["score"] == 0
-    assert f"{messages.ui('vi', 'hint')}: " in wrong["output"]  # the course's language
+    assert f"{texts.ui('vi', 'hint')}: " in wrong["output"]  # the course's language
     assert all(len(t["output"]) <= 3100 for t in results["tests"])
 
 
 def test_an_empty_submission_gets_a_page_that_says_so(gradescope: Gradescope) -> None:
     results, _ = _autograde(gradescope, {"notes.txt": "I could not finish\n"})
     assert results["score"] == 0.0
-    assert results["output"].startswith(messages.ui("vi", "gradescope.nothing_submitted"))
+    assert results["output"].startswith(texts.ui("vi", "gradescope.nothing_submitted"))
     assert len(results["tests"]) == len(COURSE.checks)
 
 
@@ -168,4 +168,4 @@ def test_a_broken_grader_still_gives_a_valid_page(gradescope: Gradescope, tmp_pa
     finally:
         course.write_text(kept, encoding="utf-8")
     assert results["score"] == 0.0 and "default_lang" in results["output"]
-    assert results["output"].startswith(messages.ui("vi", "gradescope.unavailable").split("(")[0])
+    assert results["output"].startswith(texts.ui("vi", "gradescope.unavailable").split("(")[0])

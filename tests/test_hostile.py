@@ -22,7 +22,7 @@ def _alive(pid: int) -> bool:
 
 
 # `grader grade` execs its child; `grader batch` forks children from a server that imported
-# torch once (grader/forkserver.py), unless GRADER_FORKSERVER=0.
+# torch once (grader/spawn/forkserver.py), unless GRADER_FORKSERVER=0.
 SPAWNS = ["grade", "batch", "batch-exec"]
 FORKED_TOO = pytest.mark.parametrize("spawn", ["grade", "batch"])  # limits hold in both kinds of sandbox
 
@@ -195,7 +195,7 @@ def test_cpu_time_limit(tmp_path: Path, grade: Callable[..., Graded]) -> None:
     assert "CPU time" in check["message"]
 
 
-FORK_PROBE = "import sys\nprint('forked:', sys.modules['__main__'].__spec__.name == 'grader.forkserver')\n"
+FORK_PROBE = "import sys\nprint('forked:', sys.modules['__main__'].__spec__.name == 'grader.spawn.forkserver')\n"
 
 
 @pytest.mark.parametrize("spawn", SPAWNS)

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
-from grader import isolation
-from grader.isolation import probe
+from grader.run import isolation
+from grader.run.isolation import probe
 from tests.conftest import ROOT, STUBS, course_with, run_cli, solution_text, survivors
 
 pytestmark = pytest.mark.skipif(probe().mode != "bwrap", reason="isolation is not available on this machine")
@@ -63,7 +63,7 @@ for path in glob.glob("/proc/*/cmdline") + glob.glob("/proc/*/environ"):
         pass
 _say("paths seen", sorted(p for p in seen if not p.startswith("/dev")))
 _say("pipes seen", len([fd for fd in glob.glob("/proc/*/fd/*") if os.path.realpath(fd).startswith("pipe:")]))
-for target in (ROOT + "/grader/checks/conftest.py", ROOT + "/grader/scoring.py", ROOT + "/course.yaml",
+for target in (ROOT + "/grader/checks/conftest.py", ROOT + "/grader/score/scoring.py", ROOT + "/course.yaml",
                ROOT + "/grader/checks/ex1_device/test_describe_device_cuda.py"):
     try:
         with open(target, "a") as out:

@@ -1,4 +1,4 @@
-"""How a run's processes start (grader/launch.py): chosen by the caller, never by module state,
+"""How a run's processes start (grader/run/launch.py): chosen by the caller, never by module state,
 and grading never depends on the fork server.
 
 Forked processes themselves are tested end to end in tests/test_hostile.py (``batch``)."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import launch
 from grader.course import load_course
 from grader.grading import grade
+from grader.run import launch
 from tests.conftest import ROOT, copy_solutions
 
 
@@ -46,8 +46,10 @@ def test_forked_and_execd_processes_grade_alike(tmp_path: Path) -> None:
 
 
 def test_no_process_module_keeps_a_switch_or_imports_another_in_a_cycle() -> None:
-    """The launcher is passed in; the process modules import one way: sandbox -> launch <- forkserver."""
-    modules = {name: ROOT / "grader" / f"{name}.py" for name in ("sandbox", "launch", "forkserver", "judge", "blame")}
+    """The launcher is passed in; the process modules import one way: sandbox -> launch, and the fork
+    server imports neither."""
+    names = ("run.sandbox", "run.launch", "spawn.forkserver", "judge.__main__", "judge.plugin", "run.blame")
+    modules = {name: ROOT / "grader" / f"{name.replace('.', '/')}.py" for name in names}
     imports: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -58,4 +60,4 @@ def test_no_process_module_keeps_a_switch_or_imports_another_in_a_cycle() -> Non
     for name, found in imports.items():
         for other in found:
             assert name not in imports.get(other, set()), f"{name} and {other} import each other"
-    assert "forkserver" not in imports["sandbox"] and "sandbox" not in imports["launch"]
+    assert "spawn.forkserver" not in imports["run.sandbox"] and "run.sandbox" not in imports["run.launch"]

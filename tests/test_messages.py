@@ -1,7 +1,7 @@
 """Every learner-facing text exists in Vietnamese and English, and every id the code uses is declared.
 
 Two kinds of text: a check's own (its module's ``HINT`` and ``MESSAGES``, next to the code that
-fails with them) and the grader's own (grader/messages/{vi,en}.yaml). Both are read here from the
+fails with them) and the grader's own (grader/score/texts/{vi,en}.yaml). Both are read here from the
 source, as the grader reads them.
 """
 
@@ -17,16 +17,19 @@ from typing import Any, get_args
 import pytest
 import yaml
 
-from grader.course import CHECKS_DIR, LANGS, load_course
+from grader.course import LANGS, load_course
 from grader.errors import GraderFailureKind
-from grader.messages import check_messages, declared_texts, render
-from grader.protocol import RUNTIME_MESSAGES, StopKind
-from grader.results import CheckStatus, ExerciseStatus
-from grader.submission import ProblemKind
+from grader.intake.submission import ProblemKind
+from grader.paths import CHECKS_DIR, TEXTS_DIR
+from grader.score.results import CheckStatus, ExerciseStatus
+from grader.score.texts import check_messages, declared_texts, render
+from grader.wire.messages import RUNTIME_MESSAGES, StopKind
 from tests.conftest import ROOT
 
 GRADER = ROOT / "grader"
-CATALOGS = {lang: yaml.safe_load((GRADER / "messages" / f"{lang}.yaml").read_text(encoding="utf-8")) for lang in LANGS}
+# The grader's own modules, every layer but the checks (grader/layout.py).
+GRADER_MODULES = sorted(p for p in GRADER.rglob("*.py") if p.relative_to(GRADER).parts[0] != "checks")
+CATALOGS = {lang: yaml.safe_load((TEXTS_DIR / f"{lang}.yaml").read_text(encoding="utf-8")) for lang in LANGS}
 SECTIONS = ("messages", "ui")
 UI_KEY = re.compile(r"^(selfcheck|notebook)\.(?!ipynb$)[a-z_]+$")  # not the file name notebook.ipynb
 CHECK_MODULES = sorted(CHECKS_DIR.rglob("*.py"))
@@ -67,12 +70,12 @@ def exercise_imports(path: Path) -> list[Path]:
 def runtime_ids() -> dict[str, str]:
     """Message ids the grader itself reports: the protocol's closed set of runtime messages, and
     the families built from closed sets (load problems, stopped cells, grader failures)."""
-    found = {message: "grader/protocol.py RuntimeMessage" for message in RUNTIME_MESSAGES}
-    found |= {f"load_{kind}": "grader/scoring.py" for kind in get_args(ProblemKind)}
-    found |= {f"top_level.{kind}": "grader/scoring.py" for kind in (*get_args(StopKind), "kept")}
-    found |= {f"grader_error.{kind}": "grader/scoring.py" for kind in get_args(GraderFailureKind)}
-    found |= {"function_not_defined": "grader/scoring.py", "not_graded": "grader/scoring.py",
-              "absent": "grader/scoring.py"}
+    found = {message: "grader/wire/messages.py RuntimeMessage" for message in RUNTIME_MESSAGES}
+    found |= {f"load_{kind}": "grader/score/scoring.py" for kind in get_args(ProblemKind)}
+    found |= {f"top_level.{kind}": "grader/score/scoring.py" for kind in (*get_args(StopKind), "kept")}
+    found |= {f"grader_error.{kind}": "grader/score/scoring.py" for kind in get_args(GraderFailureKind)}
+    found |= {"function_not_defined": "grader/score/scoring.py", "not_graded": "grader/score/scoring.py",
+              "absent": "grader/score/scoring.py"}
     return found
 
 
@@ -80,7 +83,7 @@ def used_runtime_ids() -> dict[str, str]:
     """The message ids the grader's modules name in code: CheckOutcome(..., "<id>"), charge_rest's,
     and the judge's ``return "<status>", "<id>", ...`` verdicts."""
     found = {}
-    for path in sorted(GRADER.glob("*.py")):
+    for path in GRADER_MODULES:
         for call in calls(path):
             where = f"{path.relative_to(ROOT)}:{call.lineno}"
             message_id = (literal(call, 2, "message_id") if name_of(call) == "CheckOutcome"
@@ -98,9 +101,9 @@ def used_runtime_ids() -> dict[str, str]:
 def test_every_runtime_message_the_grader_uses_is_in_the_closed_set() -> None:
     known = runtime_ids()
     unknown = {mid: where for mid, where in used_runtime_ids().items() if mid not in known}
-    assert unknown == {}, "add these to grader/protocol.py RuntimeMessage (and both catalogs)"
+    assert unknown == {}, "add these to grader/wire/messages.py RuntimeMessage (and both catalogs)"
     assert len(used_runtime_ids()) > 10  # the scan finds what it looks for
-    constants = {node.value for path in GRADER.glob("*.py") if path.name != "protocol.py"
+    constants = {node.value for path in GRADER_MODULES if path != GRADER / "wire" / "messages.py"
                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                  if isinstance(node, ast.Constant) and isinstance(node.value, str)}
     assert sorted(set(RUNTIME_MESSAGES) - constants) == [], "runtime messages no code uses"
@@ -108,8 +111,8 @@ def test_every_runtime_message_the_grader_uses_is_in_the_closed_set() -> None:
 
 def ui_keys() -> dict[str, str]:
     """ui keys the grader's modules name: in ui() calls, as "selfcheck.*" / "notebook.*" strings, statuses."""
-    found = {f"status.{s}": "grader/results.py" for s in {*get_args(CheckStatus), *get_args(ExerciseStatus)}}
-    for path in sorted(GRADER.glob("*.py")) + [GRADER / "messages" / "__init__.py"]:
+    found = {f"status.{s}": "grader/score/results.py" for s in {*get_args(CheckStatus), *get_args(ExerciseStatus)}}
+    for path in GRADER_MODULES:
         for call in calls(path):
             if name_of(call) in ("ui", "_ui") and (key := literal(call, 1)):
                 found[key] = f"{path.relative_to(ROOT)}:{call.lineno}"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from grader.course import load_course
-from grader.messages import catalog, check_messages
+from grader.score.texts import catalog, check_messages
 from tests.conftest import MODULES, Graded
 from tests.submissions.catalog import Mistake, mistakes
 

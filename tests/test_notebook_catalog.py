@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from grader.commands.selfcheck import grade_public, write_session_notebook
 from grader.course import load_course
-from grader.report import as_dict
-from grader.selfcheck import grade_public, write_session_notebook
+from grader.outputs.report import as_dict
 from tests.conftest import Graded, course_with, run_cli
 from tests.notebooks.catalog import CASES, NotebookCase
 

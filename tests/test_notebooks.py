@@ -11,8 +11,8 @@ import nbformat
 import pytest
 from nbformat import v4
 
+from grader.commands.notebooks import INSTALL_TAG, INSTALL_URL, SELF_CHECK_TAG, render_notebooks
 from grader.course import load_course
-from grader.notebooks import INSTALL_TAG, INSTALL_URL, SELF_CHECK_TAG, render_notebooks
 from tests.conftest import MODULES, ROOT, STUBS, run_cli, solution_text
 from tests.test_selfcheck import kernel_warnings, outputs, run_notebook
 

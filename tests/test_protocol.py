@@ -1,5 +1,5 @@
-"""The messages between the grader, the judge and the learner process (grader/protocol.py), and
-the values they carry (grader/learner/values.py): typed both ways, and nothing else gets through."""
+"""The messages between the grader, the judge and the learner process (grader/wire/messages.py), and
+the values they carry (grader/wire/values.py): typed both ways, and nothing else gets through."""
 
 from __future__ import annotations
 
@@ -13,23 +13,21 @@ import numpy
 import pytest
 import torch
 
-from grader.learner.values import DEVICE_ATTR, Opaque, decode_value, device_of, encode_value
-from grader.protocol import (
-    _TYPES,
+from grader.wire.codec import ProtocolError, decode, encode
+from grader.wire.framing import Connection
+from grader.wire.messages import (
+    MESSAGE_TYPES,
     Call,
     CellStop,
     CheckEnded,
-    Connection,
     Event,
     Hello,
     JudgeReport,
     LearnerMessage,
-    ProtocolError,
     Returned,
     TopLevelEvent,
-    decode,
-    encode,
 )
+from grader.wire.values import DEVICE_ATTR, Opaque, decode_value, device_of, encode_value
 
 
 def test_every_message_comes_back_as_it_was_sent() -> None:
@@ -45,7 +43,7 @@ def test_every_message_comes_back_as_it_was_sent() -> None:
 
 
 def test_every_message_type_is_a_frozen_dataclass() -> None:
-    for cls in _TYPES.values():
+    for cls in MESSAGE_TYPES.values():
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls  # type: ignore[attr-defined]
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from grader.course import load_course
-from grader.messages import declared_texts
+from grader.score.texts import declared_texts
 from tests.conftest import MODULES, ROOT, SOLUTIONS, run_cli, solution_text
 
 COURSE = load_course()
@@ -49,7 +49,7 @@ def test_bundle_layout(bundle: Path) -> None:
         assert f"notebooks/{module}.ipynb" in names
     for check in PUBLIC:  # each public check's own module, its texts inside
         assert f"grader/checks/{check.module}/test_{check.name}.py" in names
-    assert {"README.md", "pyproject.toml", "grader/course.yaml", "grader/messages/vi.yaml"} <= names
+    assert {"README.md", "pyproject.toml", "grader/course.yaml", "grader/score/texts/vi.yaml"} <= names
     assert (bundle / "README.md").read_text(encoding="utf-8") == (ROOT / "docs/learners.md").read_text(encoding="utf-8")
     for module in MODULES.values():
         stub = ROOT / "exercises" / f"{module}.py"
@@ -75,7 +75,7 @@ def test_bundle_has_no_hidden_checks(bundle: Path) -> None:
     # Every message a shipped check can fail with is shipped with it.
     shipped = {m for name in texts if name.startswith("grader/checks/") and name.endswith(".py")
                for m in declared_texts(bundle / name).get("MESSAGES", {})}
-    grader_ids = set(yaml.safe_load(texts["grader/messages/en.yaml"])["messages"])
+    grader_ids = set(yaml.safe_load(texts["grader/score/texts/en.yaml"])["messages"])
     public_fail_ids = {m for name, text in texts.items() if name.startswith("grader/checks/") and name.endswith(".py")
                        for m in fail_ids(text)}
     assert public_fail_ids and public_fail_ids <= shipped | grader_ids

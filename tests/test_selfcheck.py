@@ -103,7 +103,7 @@ def test_mistakes_are_shown_and_never_raise(tmp_path: Path, monkeypatch: pytest.
         v4.new_code_cell('r = grader.check("ex9")'),
         v4.new_code_cell("import grader.selfcheck\n\n"
                          "def boom(*args, **kwargs):\n    raise RuntimeError('grader bug')\n\n"
-                         "grader.selfcheck.grade_public = boom\n"
+                         "grader.commands.selfcheck.grade_public = boom\n"
                          'r = grader.check("ex1", lang="en")'),
         v4.new_code_cell(RESULT_CELL),
         v4.new_code_cell("print('kernel alive')"),
@@ -171,7 +171,7 @@ def test_cli_check_usage_errors(tmp_path: Path, args: tuple[str, ...], error: st
 
 
 def test_import_grader_stays_cheap() -> None:
-    heavy = "{'grader.selfcheck', 'grader.grading', 'torch', 'yaml', 'nbformat', 'IPython'}"
+    heavy = "{'grader.commands.selfcheck', 'grader.grading', 'torch', 'yaml', 'nbformat', 'IPython'}"
     code = f"import sys, grader\nprint(grader.__version__, sorted({heavy} & set(sys.modules)))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert proc.stdout.split() == ["0.1.0", "[]"]

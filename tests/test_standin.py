@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from grader.checks.ex2_timing.common import measured_interval
-from grader.learner.standin import MPS_FLOAT64, NO_CUDA, StandIn
+from grader.emulation.standin import StandIn
+from grader.reference.device import MPS_FLOAT64, NO_CUDA
 
 
 @pytest.mark.parametrize("kind", ["cuda", "mps"])

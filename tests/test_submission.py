@@ -12,7 +12,8 @@ import pytest
 from nbformat import v4
 
 from grader.errors import GraderError
-from grader.submission import Cell, LoadProblem, SourceFile, Submission, load_submission
+from grader.intake.submission import LoadProblem, Submission, load_submission
+from grader.wire.messages import Cell, Source
 from tests.submissions.catalog import MODULES
 
 
@@ -21,17 +22,17 @@ def write_notebook(path: Path, cells: list[nbformat.NotebookNode]) -> Path:
     return path
 
 
-def functions_defined(source: SourceFile) -> set[str]:
+def functions_defined(source: Source) -> set[str]:
     # Parsing, not running: these tests obey the same rule as the grader's parent process.
     compile(source.text, source.origin, "exec", dont_inherit=True)
     return {node.name for node in ast.parse(source.text).body if isinstance(node, ast.FunctionDef)}
 
 
-def only_source(submission: Submission) -> SourceFile:
+def only_source(submission: Submission) -> Source:
     assert submission.problems == {}
     assert set(submission.sources) == set(MODULES)
     distinct = {id(source) for source in submission.sources.values()}
-    assert len(distinct) == 1, "a single file serves every exercise with one SourceFile"
+    assert len(distinct) == 1, "a single file serves every exercise with one Source"
     return submission.sources["ex1"]
 
 
@@ -59,7 +60,7 @@ def test_plain_py_file_serves_every_exercise(tmp_path: Path) -> None:
     source = only_source(submission)
     # A plain .py runs statement by statement, each labelled by its first line.
     cells = (Cell("line 1", 1, 1), Cell("line 3", 3, 4), Cell("line 6", 6, 6), Cell("line 8", 8, 9))
-    assert source == SourceFile("submission", text, "nguyen_van_a.py", cells, numbered=False)
+    assert source == Source("submission", text, "nguyen_van_a.py", cells, numbered=False)
     assert functions_defined(source) == {"pick_device"}
     assert source.where(4) == "nguyen_van_a.py, line 4"
 

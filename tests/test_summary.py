@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from grader import messages
 from grader.course import load_course
-from grader.report import StoredReport, from_dict, seal_key, sealed, write_stored
+from grader.outputs.report import from_dict
+from grader.outputs.seal import StoredReport, seal_key, sealed, write_stored
+from grader.score import texts
 from tests.conftest import ROOT, run_cli
 
 COURSE = yaml.safe_load((ROOT / "course.yaml").read_text(encoding="utf-8"))
@@ -78,7 +79,7 @@ def test_summary_yaml_puts_the_most_failed_checks_first(summary_dir: Path) -> No
     assert [c["id"] for c in checks[:2]] == [SYNC, ON_DEVICE]
     assert checks[0]["pass_rate"] == round(1 / 6, 3) and checks[0]["failed"] == 5
     assert checks[1]["pass_rate"] == 0.5
-    assert checks[0]["hint"] == messages.hint("en", SPECS[SYNC].test_file) != ""
+    assert checks[0]["hint"] == texts.hint("en", SPECS[SYNC].test_file) != ""
     assert [c["pass_rate"] for c in checks] == sorted(c["pass_rate"] for c in checks)
     amp = next(c for c in checks if c["id"] == "ex5.fp32_losses")
     assert amp["attempted"] == 4 and amp["not_attempted"] == 2 and amp["pass_rate"] == 1.0

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
+from grader.intake.submission import load_submission
 from grader.learner import torchstate
 from grader.learner.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
 from grader.learner.toplevel import TopLevel, TopLevelLimits
-from grader.protocol import TopLevelEvent
-from grader.submission import load_submission
+from grader.wire.messages import TopLevelEvent
 from tests.conftest import course_with, folder_with, run_cli, solution_text
 from tests.notebooks._snippets import EX5_LESSON
 from tests.submissions.catalog import MODULES

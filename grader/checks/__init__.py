@@ -1,1 +1,1 @@
-"""The checks the sandboxed child runs under pytest, one folder per exercise."""
+"""The checks the judge runs under pytest (grader/judge/), one folder per exercise."""

@@ -3,8 +3,8 @@
 A check is one module, ``<exercise>/test_<name>.py``: its ``HINT``, its ``MESSAGES`` and
 ``def test_<name>(ex3, devices)``, which fails with ``fail("<message id>", ...)``; course.yaml
 gives its points and whether learners see it (README, "How to add a check"). Checks run in the
-judge (grader/judge.py); the learner's functions run in the learner process, and each call's
-answer comes back as plain data (grader/checks/support/learner.py).
+judge (grader/judge/); the learner's functions run in the learner process, and each call's
+answer comes back as plain data (grader/judge/proxy.py).
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from typing import Any
 
 import pytest
 
-from grader.checks.support.devices import RemoteDevice, RemoteWorld, real_accelerator_type
-from grader.checks.support.learner import LearnerModule, LearnerProcess
-from grader.protocol import Answer, Reset
-
-PLUGIN_NAME = "grader-judge"  # registered under this name by grader/judge.py
+from grader.judge.devices import RemoteDevice, RemoteWorld, real_accelerator_type
+from grader.judge.plugin import PLUGIN_NAME
+from grader.judge.proxy import LearnerModule, LearnerProcess
 
 
 def _plugin(config: pytest.Config) -> Any:
@@ -36,7 +34,7 @@ def _learner(config: pytest.Config) -> LearnerProcess:
 def fresh_learner_state(pytestconfig: pytest.Config) -> Iterator[None]:
     """Whatever the learner's top level or an earlier check changed, each check starts from
     PyTorch's defaults, with the learner's functools caches cleared."""
-    _learner(pytestconfig).expect(Reset(), Answer)
+    _learner(pytestconfig).reset()
     yield
 
 
@@ -65,7 +63,7 @@ def devices(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Call
 
     An accelerator kind is the machine's real device when it has one (and ``real_ok(mode)``
     says the check can judge fairly there), else its stand-in on the CPU. ``virtual_clock`` and
-    ``budget_bytes`` are for timing and out-of-memory checks (grader/checks/support/devices.py).
+    ``budget_bytes`` are for timing and out-of-memory checks (grader/judge/devices.py).
     """
     learner = _learner(pytestconfig)
     forced = _plugin(pytestconfig).plan.device

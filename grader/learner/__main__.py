@@ -10,10 +10,12 @@ import gc
 import os
 import sys
 
-from grader.learner.devices import apply_gpu_share, hello
 from grader.learner.kernel import Kernel, install
 from grader.learner.runner import Runner
-from grader.protocol import Connection, ProtocolError, Start
+from grader.learner.sessions import apply_gpu_share, hello
+from grader.wire.codec import ProtocolError
+from grader.wire.framing import Connection
+from grader.wire.messages import Start
 
 
 def main(fd: int, device: str) -> int:

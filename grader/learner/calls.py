@@ -8,38 +8,22 @@ it is charged at once instead of waiting again. Nothing here decides a verdict: 
 
 from __future__ import annotations
 
-import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from grader.emulation.patching import LearnerCode
 from grader.learner.toplevel import TimeUp, TopLevel
-from grader.protocol import cut
-from grader.submission import SourceFile
-
-_LEARNER_DIRS: set[str] = set()  # where the learner's modules (and a folder's helpers) live
+from grader.wire.codec import cut
+from grader.wire.messages import Source
 
 
-def register_learner_dirs(dirs: Iterable[str]) -> None:
-    _LEARNER_DIRS.update(dirs)
-
-
-def learner_namespaces() -> list[dict[str, Any]]:
-    """The globals of every imported module whose file is in the learner's work dir."""
-    namespaces = []
-    for module in list(sys.modules.values()):
-        filename = getattr(module, "__file__", None)
-        if isinstance(filename, str) and filename.startswith(tuple(_LEARNER_DIRS)):
-            namespaces.append(vars(module))
-    return namespaces
-
-
-def clear_learner_caches() -> None:
+def clear_learner_caches(code: LearnerCode) -> None:
     """functools caches in the learner's modules forget what they cached (an lru_cache'd
     ``is_torch_cuda_available()``, as transformers and Lightning write them): each check, and each
     machine ex1 simulates, is asked afresh."""
-    for namespace in learner_namespaces():
+    for namespace in code.namespaces():
         for value in list(namespace.values()):
             members = list(vars(value).values()) if isinstance(value, type) else []
             for obj in (value, *members):
@@ -49,7 +33,7 @@ def clear_learner_caches() -> None:
                     clear()
 
 
-def learner_location(exc: BaseException, source: SourceFile, filename: str) -> str:
+def learner_location(exc: BaseException, source: Source, filename: str) -> str:
     """The deepest frame of the traceback that is in the learner's file."""
     line = None
     for frame in traceback.extract_tb(exc.__traceback__):
@@ -69,13 +53,13 @@ class Outcome:
     where: str = ""
 
 
-def lookup(toplevel: TopLevel, source: SourceFile, name: str) -> Any:
+def lookup(toplevel: TopLevel, source: Source, name: str) -> Any:
     """A name of the learner's module, or None when it is not there."""
     module = toplevel.module(source.module)
     return getattr(module, name, None) if not name.startswith("_") else None
 
 
-def call(toplevel: TopLevel, source: SourceFile, name: str, invoke: Callable[[Any], Any],
+def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], Any],
          deadline_s: float) -> Outcome:
     """Run ``invoke(function)`` for the learner's ``name``: it must exist and be callable."""
     key = f"{source.module}.{name}"

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from grader.learner.meter import MemoryMeter
+from grader.reference.meter import MemoryMeter
 
 
 @dataclass

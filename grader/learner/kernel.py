@@ -1,6 +1,6 @@
 """What a notebook's code finds in the sandbox: a small stand-in for the IPython kernel.
 
-grader/submission.py turns `!cmd`, `%magic` and `%%magic` into the calls IPython itself makes of
+grader/intake/submission.py turns `!cmd`, `%magic` and `%%magic` into the calls IPython itself makes of
 them (`get_ipython().system(...)`, `.getoutput(...)`, `.run_line_magic(...)`,
 `.run_cell_magic(...)`), as `jupyter nbconvert --to script` writes them too. This module answers
 those calls the way IPython would, so that `files = !ls` is a list of lines and
@@ -30,7 +30,7 @@ import timeit
 import types
 from typing import Any
 
-from grader.submission import python_of
+from grader.wire.ipython import python_of
 
 _INSTALL = re.compile(
     r"^\s*(sudo\s+)?((python3?|py)\s+-m\s+)?(pip3?|conda|mamba|micromamba|apt|apt-get|uv\s+pip|yum|brew)"

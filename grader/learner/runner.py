@@ -1,9 +1,9 @@
 """The learner process's loop: run the learner's top level, then answer the judge's requests.
 
-Requests come one at a time over the socket (grader/protocol.py) and each gets one answer.
+Requests come one at a time over the socket (grader/wire/messages.py) and each gets one answer.
 Sessions nest: ``OpenDevice`` / ``OpenWorld`` enter one, ``Close`` leaves the innermost, and
 calls run inside the innermost. Everything that goes back is plain data: what a call returned
-(grader/learner/values.py), what it printed, the device's events since the last answer, and an
+(grader/wire/values.py), what it printed, the device's events since the last answer, and an
 instrument's figures. Nothing here compares or decides: the judge does.
 """
 
@@ -19,37 +19,38 @@ from typing import Any
 
 import torch
 
-from grader.learner import recipes, torchstate
-from grader.learner.calls import Outcome, call, clear_learner_caches, lookup, register_learner_dirs
-from grader.learner.devices import Session, open_session, place
+from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
+from grader.learner import torchstate
+from grader.learner.calls import Outcome, call, clear_learner_caches, lookup
 from grader.learner.instruments import metered, watch_amp
+from grader.learner.sessions import Session, open_session, place
 from grader.learner.toplevel import TopLevel, TopLevelLimits
-from grader.learner.values import decode_value, encode_tensor, encode_value
 from grader.learner.worlds import world
-from grader.protocol import (
+from grader.reference import problems
+from grader.wire.codec import ProtocolError, cut
+from grader.wire.framing import Connection
+from grader.wire.messages import (
     Answer,
     Build,
     Call,
     Close,
     Closed,
-    Connection,
     DeviceOpened,
     Failed,
     JudgeRequest,
     OpenDevice,
     OpenWorld,
-    ProtocolError,
     Query,
     Raised,
     Ready,
     Reset,
     Returned,
+    Source,
     Start,
     TopLevelEvent,
     Value,
-    cut,
 )
-from grader.submission import SourceFile
+from grader.wire.values import decode_value, encode_tensor, encode_value
 
 _NUM_THREADS = torch.get_num_threads()
 
@@ -103,18 +104,19 @@ class Runner:
         self.conn = conn
         self.levels: list[_Level] = []
         self.toplevel: TopLevel | None = None
-        self.sources: dict[str, SourceFile] = {}
+        self.sources: dict[str, Source] = {}
+        self.code = NO_LEARNER_CODE  # where the learner's modules live, once its top level is there
         self._handles = 0
         self._seq = 0  # the request being answered: every frame sent meanwhile carries its number
         self.fresh_modes = torchstate.capture()  # PyTorch's grad, dtype and autocast modes before any learner code
 
     # -- the top level ------------------------------------------------------------------------
     def start(self, start: Start) -> None:
-        self.sources = {ex: SourceFile.from_source(src) for ex, src in start.sources.items()}
+        self.sources = dict(start.sources)
         limits = TopLevelLimits(start.cell_timeout_s, start.budget_s, frozenset(start.skip))
         self.toplevel = TopLevel(self.sources, start.workdir, limits, self._tell)
         self.toplevel.timed_out.update(start.timed_out)
-        register_learner_dirs(self.toplevel.learner_dirs())
+        self.code = LearnerCode(tuple(sorted(self.toplevel.learner_dirs())))
         self.toplevel.run_all()
         self.conn.send(Ready(), self._seq)
 
@@ -162,7 +164,7 @@ class Runner:
         return next((level.session for level in reversed(self.levels) if level.session is not None), None)
 
     def open_device(self, request: OpenDevice) -> DeviceOpened:
-        session = open_session(request)
+        session = open_session(request, self.code)
         stack = contextlib.ExitStack()
         stack.enter_context(session)
         self.levels.append(_Level(stack, session))
@@ -170,7 +172,7 @@ class Runner:
 
     def open_world(self, request: OpenWorld) -> Answer:
         stack = contextlib.ExitStack()
-        stack.enter_context(world(cuda=request.cuda, mps=request.mps, mps_built=request.mps_built,
+        stack.enter_context(world(self.code, cuda=request.cuda, mps=request.mps, mps_built=request.mps_built,
                                   cuda_count=request.cuda_count))
         self.levels.append(_Level(stack))
         return Answer(None)
@@ -192,14 +194,14 @@ class Runner:
         torch.manual_seed(0)
         if hasattr(torch, "set_default_device"):
             torch.set_default_device(None)
-        clear_learner_caches()
+        clear_learner_caches(self.code)
         return Answer(None)
 
     def build(self, request: Build) -> Answer:
         session = self._session()
         device = session.device if session is not None else torch.device("cpu")
         args = decode_value(list(request.args))
-        parts = recipes.build(request.recipe, args, device)
+        parts = problems.build(request.recipe, args, device)
         level = self._innermost()
         if level is None:
             raise RuntimeError("a recipe is built inside a session")
@@ -222,7 +224,7 @@ class Runner:
     def query(self, request: Query) -> Answer:
         if request.what == "inspect":
             handle, part = request.handle
-            return Answer(recipes.inspect(self._resolve(handle, part)))
+            return Answer(problems.inspect(self._resolve(handle, part)))
         session = self._session()
         if session is None:
             raise RuntimeError("no device session")

@@ -1,7 +1,7 @@
 """Run the learner's top level as Jupyter's "Run all" does, once per process, never fatally.
 
 Inside the sandbox, each learner module (a notebook, a `.py`, each file of a folder) runs cell
-by cell (grader/submission.py cuts the cells), in order, in one namespace. A cell that raises
+by cell (grader/intake/submission.py cuts the cells), in order, in one namespace. A cell that raises
 (SystemExit and KeyboardInterrupt included), does not compile, calls `input()`, uses an IPython
 form the grader does not run, or runs past its time limit stops there and is recorded as a
 `CellStop`; the definitions later in that cell (`def`, `class`, `import`, `NAME = constant`)
@@ -45,8 +45,8 @@ from typing import Any
 
 from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
-from grader.protocol import CellStop, StopKind, TopLevelEvent
-from grader.submission import Cell, SourceFile
+from grader.paths import PACKAGE_DIR
+from grader.wire.messages import Cell, CellStop, Source, StopKind, TopLevelEvent
 
 # What the learner's code running out of memory looks like from inside the process.
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "OutOfMemoryError", "out of memory")
@@ -57,7 +57,7 @@ NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "c
 DEFINITIONS_ALLOWANCE_S = 5.0  # for the definitions of a cell that stopped (an import can be slow)
 # A limit that lands inside an import waits for it: the alarm comes back this often until it is done.
 IMPORT_RETRY_S = 0.05
-_GRADER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_GRADER_DIR = str(PACKAGE_DIR) + os.sep
 Listener = Callable[[TopLevelEvent], None]
 
 
@@ -143,7 +143,7 @@ def _is_definition(node: ast.stmt) -> bool:
 class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Runs the learner modules of one plan, each once: in order, or when another one imports it."""
 
-    def __init__(self, sources: Mapping[str, SourceFile], workdir: str, limits: TopLevelLimits,
+    def __init__(self, sources: Mapping[str, Source], workdir: str, limits: TopLevelLimits,
                  listener: Listener) -> None:
         self.sources = {s.module: s for s in sources.values()}
         self.workdir = workdir
@@ -167,7 +167,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return None
 
-    def filename(self, source: SourceFile) -> str:
+    def filename(self, source: Source) -> str:
         """Where the module seems to live, in the work dir: it is never read from disk (a learner's
         code that deletes or rewrites files there cannot change another file's code)."""
         return os.path.join(self.workdir, f"{source.module}.py")
@@ -207,7 +207,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def budget_left(self) -> float:
         return self.limits.budget_s - self.spent
 
-    def _run_cell(self, source: SourceFile, index: int, cell: Cell, namespace: dict[str, Any]) -> None:
+    def _run_cell(self, source: Source, index: int, cell: Cell, namespace: dict[str, Any]) -> None:
         filename = self.filename(source)
         try:
             tree = _parse(source.cell_text(cell), filename, cell.start)
@@ -246,13 +246,13 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             self.spent += time.monotonic() - started
             self.listener(TopLevelEvent("cell_end", source.module, index, cell.label))
 
-    def _stop(self, source: SourceFile, index: int, cell: Cell, line: int | None,  # noqa: PLR0917
+    def _stop(self, source: Source, index: int, cell: Cell, line: int | None,  # noqa: PLR0917
               kind: StopKind, error: str, kept: tuple[str, ...] = ()) -> None:
         in_cell = line - cell.start + 1 if line is not None else None
         self.listener(TopLevelEvent("cell_stop", source.module, index, cell.label,
                                     stop=CellStop(source.module, index, cell.label, in_cell, kind, error, kept)))
 
-    def _keep_definitions(self, source: SourceFile, nodes: list[ast.stmt],
+    def _keep_definitions(self, source: Source, nodes: list[ast.stmt],
                           namespace: dict[str, Any]) -> tuple[str, ...]:
         filename = self.filename(source)
         kept: list[str] = []

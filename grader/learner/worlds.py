@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import torch
 
+from grader.emulation.patching import LearnerCode, Target, patched
+from grader.emulation.standin import StandIn, cpu_build_cuda_patches
 from grader.learner.calls import clear_learner_caches
-from grader.learner.patching import Target, patched
-from grader.learner.standin import StandIn, cpu_build_cuda_patches
 
 
 def replacements(*, cuda: bool, mps: bool, mps_built: bool = False, cuda_count: int = 1) -> dict[Target, object]:
@@ -43,11 +43,12 @@ def replacements(*, cuda: bool, mps: bool, mps_built: bool = False, cuda_count: 
 
 
 @contextlib.contextmanager
-def world(*, cuda: bool, mps: bool, mps_built: bool = False, cuda_count: int = 1) -> Iterator[None]:
+def world(code: LearnerCode, *, cuda: bool, mps: bool, mps_built: bool = False,
+          cuda_count: int = 1) -> Iterator[None]:
     """For the duration, this machine looks like one with these devices."""
-    clear_learner_caches()  # an lru_cache'd availability check asks this machine, not the last one
+    clear_learner_caches(code)  # an lru_cache'd availability check asks this machine, not the last one
     try:
-        with patched(replacements(cuda=cuda, mps=mps, mps_built=mps_built, cuda_count=cuda_count)):
+        with patched(replacements(cuda=cuda, mps=mps, mps_built=mps_built, cuda_count=cuda_count), code):
             yield
     finally:
-        clear_learner_caches()
+        clear_learner_caches(code)

@@ -8,10 +8,7 @@ from typing import Any
 
 import torch
 
-from grader.checks.support.devices import RemoteWorld
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
-from grader.learner.values import type_name
+from grader.judge.api import LearnerModule, RemoteWorld, fail, type_name
 
 KEYS = {"type", "name", "count", "capability", "total_memory_bytes"}
 MESSAGES = {

@@ -7,8 +7,7 @@ from collections.abc import Callable
 import torch
 
 from grader.checks.ex1_device.common import check_common, check_not_cuda
-from grader.checks.support.devices import RemoteWorld
-from grader.checks.support.learner import LearnerModule
+from grader.judge.api import LearnerModule, RemoteWorld
 
 HINT = {
     "vi": "Đọc lại docstring: CPU có gì và không có gì (capability, tổng bộ nhớ).",

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.checks.ex1_device.common import check_common, expect
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
+from grader.judge.api import Device, LearnerModule
 
 HINT = {
     "vi": "Đọc lại mục \"Kiểm tra GPU\": get_device_name, get_device_capability, get_device_properties.",

@@ -5,9 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks.ex1_device.common import KEYS
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
-from grader.learner.values import type_name
+from grader.judge.api import LearnerModule, fail, type_name
 
 HINT = {
     "vi": "Đọc lại mục \"Kiểm tra GPU\" và docstring của bài để biết năm khóa.",

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.checks.ex1_device.common import check_common, check_not_cuda
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
+from grader.judge.api import Device, LearnerModule
 
 HINT = {
     "vi": "Đọc lại docstring: với device không phải cuda, không gọi torch.cuda (máy Mac không có CUDA).",

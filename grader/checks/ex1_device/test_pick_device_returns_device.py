@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from grader.checks.ex1_device.common import as_device
-from grader.checks.support.devices import real_accelerator_type
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
-from grader.protocol import Hello
+from grader.judge.api import Hello, LearnerModule, fail, real_accelerator_type
 
 HINT = {
     "vi": "Đọc lại mục \"device-agnostic\": device = torch.device(...).",

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.checks.ex1_device.common import pick
-from grader.checks.support.devices import RemoteWorld
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import LearnerModule, RemoteWorld, fail
 
 HINT = {
     "vi": "Đọc lại phiên bản hỗ trợ cả MPS của pattern chọn device.",

@@ -15,11 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
-from grader.checks.support.trusted import is_number
-from grader.protocol import Event
+from grader.judge.api import Device, Event, LearnerModule, fail, is_number
 
 N = 512  # stand-in: 268 µs a matmul (see CostModel); real GPUs: still cheap
 REPEATS = 5

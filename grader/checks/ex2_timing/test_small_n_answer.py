@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import NotAttempted, fail
+from grader.judge.api import LearnerModule, NotAttempted, fail
 
 HINT = {
     "vi": "Đọc lại phần \"Quy luật\" sau speed test: N = 100.",

@@ -8,10 +8,7 @@ from collections.abc import Callable
 import torch
 
 from grader.checks.ex2_timing.common import N
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
-from grader.checks.support.trusted import is_number
+from grader.judge.api import Device, LearnerModule, fail, is_number
 
 HINT = {
     "vi": "Đọc lại ví dụ tổng hợp: Speedup = cpu_t / gpu_t.",

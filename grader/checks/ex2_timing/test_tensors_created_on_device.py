@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.checks.ex2_timing.common import REPEATS, device_matmuls, measured_interval, timed
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import Device, LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại mục \"Tạo tensor trực tiếp trên device\".",

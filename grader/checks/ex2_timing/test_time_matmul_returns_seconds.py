@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks.ex2_timing.common import seconds_of
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại phần speed test: hiệu của time.time() tính bằng giây.",

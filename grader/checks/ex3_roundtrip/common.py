@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
-from grader.checks.support.trusted import array_equal, ndarray_type, same_values, tensor_type
-from grader.learner.values import type_name
+from grader.judge.api import Device, LearnerModule, array_equal, fail, ndarray_type, same_values, tensor_type, type_name
 
 MESSAGES = {
     "ex3.not_a_tensor": {

@@ -8,9 +8,7 @@ from collections.abc import Callable
 import torch
 
 from grader.checks.ex3_roundtrip.common import roundtrip
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import Device, LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại: \"tensor.to() không in-place\".",

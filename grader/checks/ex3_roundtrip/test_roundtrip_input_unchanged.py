@@ -7,11 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
-from grader.checks.support.trusted import clone, same_values
-from grader.learner.values import device_of
+from grader.judge.api import Device, LearnerModule, clone, device_of, fail, same_values
 
 HINT = {
     "vi": "Đọc lại: nếu tensor đã ở đúng device, .to() trả lại chính tensor đó.",

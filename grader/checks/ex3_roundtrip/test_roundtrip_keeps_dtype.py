@@ -7,9 +7,7 @@ from collections.abc import Callable
 import torch
 
 from grader.checks.ex3_roundtrip.common import expect_values, roundtrip
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import Device, LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại: to() cũng nhận dtype.",

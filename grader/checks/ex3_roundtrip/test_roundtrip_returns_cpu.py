@@ -7,10 +7,7 @@ from collections.abc import Callable
 import torch
 
 from grader.checks.ex3_roundtrip.common import roundtrip
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
-from grader.learner.values import device_of
+from grader.judge.api import Device, LearnerModule, device_of, fail
 
 HINT = {
     "vi": "Đọc lại ba cách chuyển tensor: .cpu().",

@@ -6,7 +6,7 @@ import numpy
 import torch
 
 from grader.checks.ex3_roundtrip.common import expect_array
-from grader.checks.support.learner import LearnerModule
+from grader.judge.api import LearnerModule
 
 HINT = {
     "vi": "Đọc lại mục \"NumPy chỉ ở CPU\".",

@@ -9,9 +9,7 @@ import numpy
 import torch
 
 from grader.checks.ex3_roundtrip.common import expect_array
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import LearnerRaised, fail
+from grader.judge.api import Device, LearnerModule, LearnerRaised, fail
 
 HINT = {
     "vi": "Đọc lại mục \"NumPy chỉ ở CPU\" và nghĩ về tensor requires grad.",

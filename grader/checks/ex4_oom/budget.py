@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import LearnerRaised, fail
-from grader.protocol import cut
+from grader.judge.api import Device, LearnerModule, LearnerRaised, cut, fail
 
 CHUNK_MB = 4
 CHUNKS_THAT_FIT = 8

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.checks.ex4_oom.workload import BATCH, same_as_full_batch, step
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import Device, LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại \"Cách giải quyết\": chỉ giảm batch khi cần.",

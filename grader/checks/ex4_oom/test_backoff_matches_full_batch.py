@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.checks.ex4_oom.workload import BATCH, budget_forcing_backoff, halvings, same_as_full_batch, step
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import Device, LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại snippet gradient accumulation, và nghĩ về micro-batch cuối nhỏ hơn.",

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import LearnerRaised, fail
-from grader.learner.recipes import NOT_OOM
+from grader.judge.api import Device, LearnerModule, LearnerRaised, fail
+from grader.reference.problems import NOT_OOM
 
 HINT = {
     "vi": "Đọc lại bài tập 4: chỉ bắt lỗi hết bộ nhớ (torch.OutOfMemoryError), không bắt mọi RuntimeError.",

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.checks.ex4_oom.budget import CHUNK_MB, MiB, fill_devices, run_fill
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import Device, LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại mục \"Giải phóng cache\": empty_cache() giải phóng được gì và không được gì.",

@@ -6,9 +6,7 @@ import re
 from collections.abc import Callable
 
 from grader.checks.ex4_oom.budget import fill_devices, run_fill
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import Device, LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại mục bộ nhớ: memory_allocated.",

@@ -14,13 +14,9 @@ from typing import Any
 import torch
 
 from grader.checks.ex4_oom.budget import is_oom
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import LearnerRaised, fail
-from grader.checks.support.trusted import allclose, is_number
-from grader.learner.meter import MemoryMeter
-from grader.learner.recipes import EX4_BATCH, ex4_problem, ex4_reference_step
-from grader.protocol import cut
+from grader.judge.api import Device, LearnerModule, LearnerRaised, allclose, cut, fail, is_number
+from grader.reference.meter import MemoryMeter
+from grader.reference.problems import EX4_BATCH, ex4_problem, ex4_reference_step
 
 BATCH = EX4_BATCH
 MESSAGES = {

@@ -8,10 +8,7 @@ from collections.abc import Callable
 import torch
 
 from grader.checks.ex5_amp.workload import SMALL, reduced_matmuls, train
-from grader.checks.support.devices import Device, runs_amp
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
-from grader.protocol import Hello
+from grader.judge.api import Device, Hello, LearnerModule, fail, runs_amp
 
 HINT = {
     "vi": "Đọc lại mục \"Mixed precision\": autocast bọc forward pass.",

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.checks.ex5_amp.workload import SMALL, reference_fp32, train
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import Device, LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại bước train trong ví dụ tổng hợp.",

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.checks.ex5_amp.workload import SMALL, train
-from grader.checks.support.devices import Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import fail
+from grader.judge.api import Device, LearnerModule, fail
 
 HINT = {
     "vi": "Đọc lại mục lỗi device mismatch.",

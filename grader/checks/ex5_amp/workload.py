@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks.support.devices import Built, Device
-from grader.checks.support.learner import LearnerModule
-from grader.checks.support.outcomes import LearnerRaised, fail
-from grader.checks.support.trusted import is_number
-from grader.learner.recipes import ex5_problem, ex5_reference_fp32
+from grader.judge.api import Built, Device, LearnerModule, LearnerRaised, fail, is_number
+from grader.reference.problems import ex5_problem, ex5_reference_fp32
 
 PLACEMENT_ERROR = "Expected all tensors to be on the same device"
 SMALL = (64, 8, 32, 3)  # ex5.problem's batch, features, hidden, classes for the quick checks

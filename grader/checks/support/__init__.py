@@ -1,1 +1,0 @@
-"""What the checks use inside the sandboxed child: the learner's module, devices, meters."""

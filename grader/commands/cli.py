@@ -1,0 +1,262 @@
+"""The ``grader`` command: a thin layer over the stages; prints messages, not tracebacks.
+
+Exit codes (grader.errors.ExitCode): 0 a report was written, whatever the score;
+1 the score is below --fail-under; 2 usage error (bad path, bad course.yaml);
+3 the grader itself failed (a zero-score report with the reason is still written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from pathlib import Path
+
+from grader import __version__
+from grader.commands.batch import merge, parse_shard, run_batch
+from grader.course import LANGS, load_course
+from grader.errors import ExitCode, GraderError
+from grader.grading import DEVICES, grade_or_failed
+from grader.outputs.gradescope import write_results
+from grader.outputs.report import write_yaml
+from grader.outputs.terminal import summary
+from grader.run.isolation import NONE, Isolation, probe
+from grader.run.launch import ExecLauncher
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grader", description="Grade Lesson 14 (GPU và CUDA) submissions.")
+    parser.add_argument("--version", action="version", version=_version_line())
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--course", type=Path, default=None, help="course.yaml (default: the one shipped)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("grade", parents=[common],
+                       help="grade one submission (.py, .ipynb or folder) with every check")
+    g.add_argument("submission", type=Path)
+    g.add_argument("-o", "--output", type=Path, required=True, help="where to write the YAML report")
+    g.add_argument("--device", choices=DEVICES, default="auto")
+    g.add_argument("--lang", choices=LANGS, default=None)
+    g.add_argument("--fail-under", type=float, default=None, metavar="PCT",
+                   help="exit 1 when the score is below PCT percent")
+    g.add_argument("--quiet", action="store_true", help="no summary on the terminal")
+    g.add_argument("--gradescope", type=Path, default=None, metavar="PATH",
+                   help="also write Gradescope's results.json to PATH")
+    g.add_argument("--isolation", choices=ISOLATIONS, default="auto", help=ISOLATION_HELP)
+    _add_instructor_commands(sub, common)
+    _add_learner_commands(sub, common)
+    return parser
+
+
+ISOLATIONS = ("auto", "none")
+ISOLATION_HELP = ("auto: learner code runs in a bubblewrap sandbox where the machine allows it (README, "
+                  "'Security model'); none: without one (the report says so)")
+
+
+def isolation_for(choice: str) -> Isolation:
+    return probe() if choice == "auto" else NONE
+
+
+def _version_line() -> str:
+    """Read without importing torch: ``grader --version`` stays instant."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "not installed"
+    return f"grader {__version__} (python {platform.python_version()}, torch {torch_version}); `grader doctor` for more"
+
+
+def _percent(value: float) -> float:
+    if not 0 <= value <= 100:
+        raise GraderError(f"--fail-under: {value!r} must be between 0 and 100")
+    return value
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    course = load_course(args.course)
+    lang = args.lang or course.default_lang
+    fail_under = _percent(args.fail_under) if args.fail_under is not None else None
+    if not args.submission.exists():
+        raise GraderError(f"submission not found: {args.submission}")
+    code = ExitCode.OK
+    launcher = ExecLauncher(isolation=isolation_for(args.isolation))
+    report = grade_or_failed(args.submission, course, device=args.device, lang=lang, launcher=launcher)
+    if report.grader_error:
+        print(f"grader: the grader could not grade {args.submission}: {report.grader_error}", file=sys.stderr)
+        code = ExitCode.INTERNAL
+    write_yaml(report, args.output)
+    if args.gradescope is not None:
+        write_results(report, course, args.gradescope)
+    if not args.quiet:
+        print(summary(report))
+    if code == ExitCode.OK and fail_under is not None and 100 * report.score / report.max_score < fail_under:
+        code = ExitCode.BELOW_FAIL_UNDER
+    return int(code)
+
+
+def _add_instructor_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                             common: argparse.ArgumentParser) -> None:
+    b = sub.add_parser("batch", parents=[common],
+                       help="grade every submission in a folder: a report each, gradebook.csv, summary.html")
+    b.add_argument("submissions", type=Path, help="folder holding one file or folder per learner")
+    b.add_argument("-o", "--output", type=Path, required=True, help="folder for the reports and class files")
+    b.add_argument("--workers", type=int, default=1, metavar="N", help="learners graded at once (default 1)")
+    b.add_argument("--force", action="store_true", help="re-grade learners whose report is up to date")
+    b.add_argument("--shard", default=None, metavar="K/N", help="grade only the K-th of N slices of the learners")
+    b.add_argument("--device", choices=DEVICES, default="auto")
+    b.add_argument("--lang", choices=LANGS, default=None)
+    b.add_argument("--quiet", action="store_true", help="no progress bar and no closing line")
+    b.add_argument("--isolation", choices=ISOLATIONS, default="auto", help=ISOLATION_HELP)
+    m = sub.add_parser("merge", parents=[common],
+                       help="one gradebook and summary from several batch outputs (shards)")
+    m.add_argument("inputs", type=Path, nargs="+", metavar="OUT_DIR", help="batch output folders")
+    m.add_argument("-o", "--output", type=Path, required=True, help="folder for the merged reports and class files")
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    course = load_course(args.course)
+    shard = parse_shard(args.shard) if args.shard is not None else None
+    try:
+        done = run_batch(args.submissions, args.output, course, workers=args.workers, force=args.force,
+                         device=args.device, lang=args.lang or course.default_lang, shard=shard,
+                         progress=not args.quiet, isolation=isolation_for(args.isolation))
+    except OSError as exc:
+        raise GraderError(f"batch: {exc}") from None
+    if not args.quiet:
+        print(f"{done.learners} learners: {done.graded} graded, {done.current} already up to date, "
+              f"{done.failed} grader failures; reports, gradebook.csv and summary.html in {done.out_dir}")
+    return int(ExitCode.INTERNAL if done.failed else ExitCode.OK)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    course = load_course(args.course)
+    try:
+        count = merge(args.inputs, args.output, course)
+    except OSError as exc:
+        raise GraderError(f"merge: {exc}") from None
+    print(f"{count} learners merged into {args.output}")
+    return int(ExitCode.OK)
+
+
+def _add_learner_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                          common: argparse.ArgumentParser) -> None:
+    c = sub.add_parser("check", parents=[common],
+                       help="self-check your files in exercises/ with the public checks (always exit 0)")
+    c.add_argument("exercise", nargs="?", default=None, help="ex1 … ex5 (default: every exercise file in DIR)")
+    c.add_argument("--dir", type=Path, default=Path("exercises"), help="your exercise files (default: exercises)")
+    c.add_argument("--lang", choices=LANGS, default=None)
+    c.add_argument("--device", choices=DEVICES, default="auto")
+    n = sub.add_parser("notebooks", parents=[common], help="write the exercise notebooks from the stubs")
+    n.add_argument("-o", "--output", type=Path, default=None, help="folder (default: notebooks/ next to course.yaml)")
+    n.add_argument("--install-url", default=None, help="what the notebooks' install cell pip-installs")
+    n.add_argument("--check", action="store_true", help="write nothing; exit 1 when the notebooks are out of date")
+    r = sub.add_parser("release", parents=[common],
+                       help="build the learner bundle: stubs, notebooks, public checks, grader; no solutions")
+    r.add_argument("-o", "--output", type=Path, required=True,
+                   help="a new (or empty) folder; with --gradescope, the zip to write")
+    r.add_argument("--install-url", default=None, help="what the notebooks' install cell pip-installs")
+    r.add_argument("--gradescope", action="store_true",
+                   help="build the Gradescope autograder zip instead (every check, no solutions)")
+    r.add_argument("--gpu", action="store_true", help="with --gradescope: torch's default (CUDA) build, not CPU")
+    a = sub.add_parser("autograde", parents=[common],
+                       help="on Gradescope (run_autograder): grade ROOT/submission, write ROOT/results/results.json")
+    a.add_argument("--root", type=Path, default=Path("/autograder"), help="Gradescope's folder (default /autograder)")
+    a.add_argument("--lang", choices=LANGS, default=None)
+    a.add_argument("--isolation", choices=ISOLATIONS, default="auto", help=ISOLATION_HELP)
+    sub.add_parser("doctor", parents=[common],
+                   help="what this machine has for the grader (versions, devices, sandbox); exit 3 if broken")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from grader.commands import selfcheck
+
+    course = load_course(args.course)
+    lang = args.lang or course.default_lang
+    if not args.dir.is_dir():
+        raise GraderError(f"no folder {args.dir}: run `grader check` where exercises/ is, or pass --dir DIR")
+    if args.exercise is not None and selfcheck.resolve_exercise(course, args.exercise) is None:
+        raise GraderError(f"unknown exercise {args.exercise!r}; known: {', '.join(course.exercise_ids)}")
+    code = ExitCode.OK
+    try:
+        view = selfcheck.run(course, args.exercise, lang=lang, device=args.device, path=args.dir)
+    except Exception as exc:  # noqa: BLE001 - a grader bug is shown like any result, with its reason
+        view = selfcheck.failure_view(course, args.exercise, lang, exc)
+        code = ExitCode.INTERNAL
+    print(selfcheck.render_text(view))
+    return int(code)
+
+
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    from grader.commands import notebooks
+
+    course = load_course(args.course)
+    folder = args.output or notebooks.default_dir(course)
+    install_url = args.install_url or notebooks.INSTALL_URL
+    if args.check:
+        stale = notebooks.stale_notebooks(notebooks.render_notebooks(course, install_url=install_url), folder)
+        for name in stale:
+            print(f"out of date: {folder / name}")
+        return 1 if stale else int(ExitCode.OK)
+    for path in notebooks.write_notebooks(course, folder, install_url=install_url):
+        print(f"wrote {path}")
+    return int(ExitCode.OK)
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from grader.commands import gradescope_zip, notebooks, release
+
+    course = load_course(args.course)
+    if args.gradescope:
+        package = gradescope_zip.build(course, args.output, gpu=args.gpu)
+        print(f"Gradescope autograder in {package.path}: {package.files} files, {package.checks} checks "
+              f"(public and hidden), torch {'default (CUDA) build' if args.gpu else 'CPU build'}, no solutions")
+        return int(ExitCode.OK)
+    if args.gpu:
+        raise GraderError("--gpu goes with --gradescope")
+    bundle = release.build(course, args.output, install_url=args.install_url or notebooks.INSTALL_URL)
+    print(f"learner bundle in {bundle.path}: {bundle.files} files, exercises {', '.join(bundle.exercises)}, "
+          f"{bundle.public_checks} public checks, no hidden checks, no solutions")
+    return int(ExitCode.OK)
+
+
+def cmd_autograde(args: argparse.Namespace) -> int:
+    from grader.commands import autograde
+
+    try:
+        course = load_course(args.course)
+    except GraderError as exc:  # the learner still gets a page that says the grader is broken
+        autograde.unavailable(args.root, args.lang or LANGS[0], str(exc))
+        raise
+    done = autograde.autograde(args.root, course, lang=args.lang or course.default_lang,
+                               isolation=isolation_for(args.isolation))
+    if done.grader_error:
+        print(f"grader: the grader could not grade this submission: {done.grader_error}", file=sys.stderr)
+        return int(ExitCode.INTERNAL)
+    return int(ExitCode.OK)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from grader.commands import doctor
+
+    text, ok = doctor.diagnose(args.course)
+    print(text)
+    return int(ExitCode.OK if ok else ExitCode.INTERNAL)
+
+
+_LEARNER_COMMANDS = {"check": cmd_check, "notebooks": cmd_notebooks, "release": cmd_release}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        commands = {"grade": cmd_grade, "batch": cmd_batch, "merge": cmd_merge, "doctor": cmd_doctor,
+                    "autograde": cmd_autograde, **_LEARNER_COMMANDS}
+        return commands[args.command](args)
+    except GraderError as exc:
+        print(f"grader: error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("grader: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,156 @@
+"""Swap a library function for the grader's own — wherever the learner's code holds it.
+
+A correct submission may hold a library function in many ways before any check runs:
+``from time import perf_counter``, ``from torch.cuda import synchronize``, a dispatch table
+``SYNC = {"cuda": torch.cuda.synchronize, "mps": torch.mps.synchronize}`` (transformers'
+testing_utils), ``functools.partial(torch.cuda.synchronize)``, a default argument. Setting the
+attribute on ``torch.cuda`` alone would leave all of those on the real function: a correct
+submission would be timed on the wrong clock, or call the real ``torch.cuda.synchronize`` on a
+CPU-only machine and crash. So:
+
+- a replaced function written in Python (``torch.cuda.synchronize``, ``torch.mps.empty_cache``,
+  ``torch.cuda.is_available`` …) is *redirected*: its own code object becomes a call of the
+  replacement, so every reference to it, wherever it is held, reaches the replacement;
+- a replaced builtin (``time.perf_counter``) cannot be redirected: the module-level names of the
+  learner's modules that hold it are rebound instead;
+and all of it is undone afterwards. A replacement that needs the original (a recorder that wraps
+it) says so with ``Wrap``: it is handed a working copy of the original, never the redirected one.
+
+Which modules are the learner's is the caller's to say (``LearnerCode``): the learner process's
+runner knows it once the learner's top level ran, and hands it to every session it opens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Target = tuple[object, str]  # (owner, attribute): (time, "perf_counter")
+
+
+@dataclass(frozen=True)
+class LearnerCode:
+    """Where the learner's modules live (its work dir, a folder's helper modules, in both
+    spellings: sys.path holds the resolved cwd). Empty before the learner's top level ran."""
+
+    dirs: tuple[str, ...] = ()
+
+    def namespaces(self) -> list[dict[str, Any]]:
+        """The globals of every imported module whose file is in the learner's dirs."""
+        namespaces = []
+        for module in list(sys.modules.values()):
+            filename = getattr(module, "__file__", None)
+            if isinstance(filename, str) and filename.startswith(self.dirs):
+                namespaces.append(vars(module))
+        return namespaces
+
+
+NO_LEARNER_CODE = LearnerCode()  # what a stand-in patches with before (or without) any learner code
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """A replacement built around the original: ``make(original) -> replacement``."""
+
+    make: Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+_TRAMPOLINE = "def trampoline(*args, **kwargs):\n    return {name}(*args, **kwargs)\n"
+
+
+def _copy(func: types.FunctionType) -> types.FunctionType:
+    """The function as it is now, as a separate object: a later redirect of ``func`` leaves it alone."""
+    clone = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    clone.__kwdefaults__ = func.__kwdefaults__
+    clone.__dict__.update(func.__dict__)
+    return clone
+
+
+def _redirectable(obj: object) -> bool:
+    return isinstance(obj, types.FunctionType) and not obj.__code__.co_freevars
+
+
+def kept_original(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A reference to ``func`` that keeps calling the original while it is patched (what a grader's
+    own recorder reads the allocator or the clock with)."""
+    return _copy(func) if _redirectable(func) else func  # type: ignore[arg-type]
+
+
+def _trampoline(name: str) -> types.CodeType:
+    namespace: dict[str, Any] = {}
+    exec(_TRAMPOLINE.format(name=name), namespace)  # noqa: S102 - a fixed, one-line trampoline
+    return namespace["trampoline"].__code__  # type: ignore[no-any-return]
+
+
+class _Redirect:
+    """``func``'s own code object made a call of ``to``; ``undo()`` puts it back."""
+
+    def __init__(self, func: types.FunctionType, to: object) -> None:
+        self.func = func
+        self.name = f"__grader_redirect_{id(func)}__"
+        self.saved = (func.__code__, func.__defaults__, func.__kwdefaults__)
+        func.__globals__[self.name] = to
+        func.__code__ = _trampoline(self.name)
+        func.__defaults__ = None
+        func.__kwdefaults__ = None
+
+    def undo(self) -> None:
+        self.func.__code__, self.func.__defaults__, self.func.__kwdefaults__ = self.saved
+        self.func.__globals__.pop(self.name, None)
+
+
+def _resolve(replacements: Mapping[Target, object]) -> dict[Target, object]:
+    """``Wrap`` replacements built around a working copy of the original."""
+    resolved = {}
+    for (owner, attr), value in replacements.items():
+        resolved[(owner, attr)] = value.make(kept_original(getattr(owner, attr))) if isinstance(value, Wrap) else value
+    return resolved
+
+
+def _learner_bindings(replacements: Mapping[Target, object],
+                      code: LearnerCode) -> list[tuple[dict[str, Any], str, object, object]]:
+    """(namespace, name, original, replacement) for each learner global holding a replaced object.
+
+    Read before anything is replaced. One scan of the learner's modules for all replacements.
+    """
+    by_id: dict[int, tuple[object, object]] = {}
+    for (owner, attr), value in replacements.items():
+        original = getattr(owner, attr)
+        by_id.setdefault(id(original), (original, value))  # timeit.default_timer *is* time.perf_counter
+    found = []
+    for namespace in code.namespaces():
+        for name, held in list(namespace.items()):
+            original, value = by_id.get(id(held), (None, None))
+            if original is not None and held is original:
+                found.append((namespace, name, original, value))
+    return found
+
+
+@contextlib.contextmanager
+def patched(replacements: Mapping[Target, object], code: LearnerCode) -> Iterator[None]:
+    """Replace each ``owner.attr`` by its value for the duration, wherever ``code``'s modules hold it."""
+    resolved = _resolve(replacements)
+    rebound = _learner_bindings(resolved, code)
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr in resolved]
+    redirects: list[_Redirect] = []
+    try:
+        for (owner, attr), value in resolved.items():
+            original = getattr(owner, attr)
+            if _redirectable(original) and original is not value and all(r.func is not original for r in redirects):
+                redirects.append(_Redirect(original, value))  # type: ignore[arg-type]
+            setattr(owner, attr, value)
+        for namespace, name, _, value in rebound:
+            namespace[name] = value
+        yield
+    finally:
+        for namespace, name, original, value in reversed(rebound):
+            if namespace.get(name) is value:  # the learner's code may have rebound it since
+                namespace[name] = original
+        for owner, attr, original in reversed(saved):
+            setattr(owner, attr, original)
+        for redirect in reversed(redirects):
+            redirect.undo()

@@ -1,0 +1,347 @@
+"""Load a submission: turn a learner's path into Python sources, cut into the cells that run.
+
+A submission is a `.py` file, a `.ipynb` notebook, or a folder of per-exercise files.
+This stage only reads, rewrites and splits text: the grader's own process never runs a line
+of learner code, so every learner mistake found here (bad bytes, broken notebook JSON) becomes
+a `LoadProblem` for the exercises it spoils, never an exception.
+
+The sandbox runs a source cell by cell, in order, in one namespace, as Jupyter's "Run all"
+does (grader/learner/toplevel.py): a cell that fails is recorded and the next one runs. The cells are:
+- a notebook's code cells, labelled `In [8]` when saved with an execution count, else `cell k`
+  (k counts code cells only);
+- a `.py` exported from Jupyter (`# In[8]:` markers) or in the percent format (`# %%`, as
+  VS Code and jupytext write it): the same cells as the notebook's;
+- any other `.py` (Colab's "Download .py" included): its top-level statements, each labelled
+  `line N`. When the file does not parse, its statements are found by their column-0 starts, so
+  one broken function costs only itself.
+
+IPython syntax (magics, shell escapes, `obj?` help) becomes the calls IPython itself makes of
+it — `get_ipython().system(...)`, `get_ipython().run_line_magic(...)`, `...getoutput(...)` —
+which the sandbox's stand-in kernel answers (grader/learner/kernel.py). The rewriting keeps the line
+count, so a line number in a traceback still points at the learner's own line and cell.
+
+A top-level `if __name__ == "__main__":` block never runs: each source is imported under its
+module name (`submission`, `ex1_device`, ...), never as `__main__`.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import json
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from grader.errors import GraderError
+from grader.wire.ipython import LexState, as_comment, neutralise, scan
+from grader.wire.messages import Cell, Source
+
+ProblemKind = Literal["empty", "undecodable", "bad_notebook", "unsupported"]
+
+SINGLE_MODULE = "submission"
+
+
+# Tools leave these next to the learner's work; they are never the submission itself.
+IGNORED_NAMES = frozenset({"__pycache__", ".ipynb_checkpoints"})
+
+_MAX_DETAIL = 200
+
+# PEP 263: a coding declaration counts only on the first two lines.
+_CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+# Cell markers of exported notebooks: `jupyter nbconvert --to script` and the percent format.
+_IN_MARKER = re.compile(r"^#\s*In\[\s*(?P<count>\d*)\s*\]:?\s*$")
+_PERCENT_MARKER = re.compile(r"^#\s*%%(?!%)(?P<rest>.*)$")
+# Lines at column 0 that continue a compound statement rather than start one.
+_CONTINUATION = re.compile(r"^(else|elif|except|finally)\b|^[)\]}]")
+# Lines at column 0 that start a statement even after an unclosed bracket (the syntax error).
+_DEFINITION = re.compile(r"^(async\s+def|def|class|import|from|if|for|while|with|try)\b|^@"
+                         r"|^[A-Za-z_][\w.]*(\s*,\s*[A-Za-z_][\w.]*)*\s*(=[^=]|[-+*/]=)")
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    kind: ProblemKind
+    origin: str  # file name relative to the submission
+    line: int | None  # 1-based line in the learner's file (notebooks: line within the cell)
+    cell: int | None  # notebooks: 1-based code-cell number, else None
+    detail: str  # short technical detail, never a traceback
+
+
+@dataclass(frozen=True)
+class Submission:
+    learner: str  # file or folder name without extension
+    path: Path
+    # Plain dicts rather than read-only proxies: a Submission must pickle to reach workers.
+    sources: Mapping[str, Source]  # exercise id -> file holding its functions
+    problems: Mapping[str, LoadProblem]  # exercise id -> why its file can't be used
+    # An exercise id in neither mapping is simply absent (not attempted).
+
+
+def load_submission(path: Path, exercise_modules: Mapping[str, str]) -> Submission:
+    """Read the submission at `path` for the exercises `exercise_modules` (id -> module).
+
+    Raises GraderError only when `path` does not exist (a usage error, not the learner's);
+    an OSError reading an existing file (permissions) is the grader's environment's problem.
+    """
+    if not path.exists():
+        raise GraderError(f"Submission not found: {path}")
+    if path.is_dir():
+        return _load_folder(path, exercise_modules)
+    return _load_single(path, path.stem, path.name, exercise_modules)
+
+
+def _load_single(
+    file: Path, learner: str, origin: str, exercise_modules: Mapping[str, str]
+) -> Submission:
+    """One file serves every exercise, so its one outcome is shared by all of them."""
+    if file.suffix.lower() in (".py", ".ipynb"):
+        loaded = _load_file(file, origin, SINGLE_MODULE)
+    else:
+        suffix = file.suffix or "(none)"
+        detail = f"unsupported file type {suffix}; submit a .py file, a .ipynb or a folder"
+        loaded = LoadProblem("unsupported", origin, None, None, detail)
+    if isinstance(loaded, Source):
+        return Submission(learner, file, dict.fromkeys(exercise_modules, loaded), {})
+    return Submission(learner, file, {}, dict.fromkeys(exercise_modules, loaded))
+
+
+def _load_folder(folder: Path, exercise_modules: Mapping[str, str]) -> Submission:
+    learner = folder.name or folder.resolve().name  # Path(".") has an empty name
+    sources: dict[str, Source] = {}
+    problems: dict[str, LoadProblem] = {}
+    for exercise, module in exercise_modules.items():
+        file = _exercise_file(folder, module)
+        if file is None:
+            continue
+        loaded = _load_file(file, file.name, module)
+        if isinstance(loaded, Source):
+            sources[exercise] = loaded
+        else:
+            problems[exercise] = loaded
+    if sources or problems:
+        return Submission(learner, folder, sources, problems)
+
+    candidates = [
+        entry
+        for entry in sorted(folder.iterdir())
+        if not entry.name.startswith(".")
+        and entry.name not in IGNORED_NAMES
+        and entry.suffix.lower() in (".py", ".ipynb")
+        and entry.is_file()
+    ]
+    # Two candidates (say a notebook and its .py export) would be a guess: grade neither.
+    if len(candidates) == 1:
+        single = _load_single(candidates[0], learner, candidates[0].name, exercise_modules)
+        return Submission(learner, folder, single.sources, single.problems)
+    return Submission(learner, folder, {}, {})
+
+
+def _exercise_file(folder: Path, module: str) -> Path | None:
+    # The contract names `.py` files, so a `.py` wins over a notebook of the same name.
+    for suffix in (".py", ".ipynb"):
+        file = folder / f"{module}{suffix}"
+        if file.is_file():
+            return file
+    return None
+
+
+@dataclass(frozen=True)
+class _RawCell:
+    label: str
+    lines: list[str]
+    magics: bool  # a `%%magic` first line is a cell magic (notebook and exported cells)
+
+
+def _load_file(file: Path, origin: str, module: str) -> Source | LoadProblem:
+    is_notebook = file.suffix.lower() == ".ipynb"
+    decoded = _decode(file.read_bytes(), origin, is_notebook=is_notebook)
+    if isinstance(decoded, LoadProblem):
+        return decoded
+    if is_notebook:
+        raw = _notebook_code_cells(decoded, origin)
+        if isinstance(raw, LoadProblem):
+            return raw
+    else:
+        raw = _exported_cells(decoded.split("\n"))
+    if not raw or all(_is_blank_or_comment(line) for cell in raw for line in cell.lines):
+        what = "no code" if is_notebook else "only blank lines and comments"
+        return LoadProblem("empty", origin, None, None, f"the file holds {what}")
+
+    rewritten = [neutralise(cell.lines, cell_magics=cell.magics) for cell in raw]
+    lines = [line for cell in rewritten for line in cell]
+    lines[:2] = [_drop_foreign_coding(line) for line in lines[:2]]
+    if raw[0].label:  # notebook or exported cells
+        cells, first = [], 1
+        for cell in raw:
+            if any(not _is_blank_or_comment(line) for line in cell.lines):
+                cells.append(Cell(cell.label, first, first + len(cell.lines) - 1))
+            first += len(cell.lines)
+        text = "\n".join(lines) + ("\n" if is_notebook else "")
+        return Source(module, text, origin, tuple(cells), numbered=True)
+    text = "\n".join(lines)
+    return Source(module, text, origin, _statements(lines), numbered=False)
+
+
+def _exported_cells(lines: list[str]) -> list[_RawCell]:
+    """The cells of a .py exported from a notebook, or one unlabelled cell for any other file."""
+    markers = [(i, m) for i, line in enumerate(lines) if (m := _IN_MARKER.match(line) or _PERCENT_MARKER.match(line))]
+    if not markers:
+        return [_RawCell("", lines, magics=False)]
+    cells = [_RawCell("before the first cell", lines[: markers[0][0]], magics=False)]
+    code_cells = 0
+    for n, (i, match) in enumerate(markers):
+        end = markers[n + 1][0] if n + 1 < len(markers) else len(lines)
+        body = lines[i:end]  # the marker line stays: it is a comment
+        rest = match.groupdict().get("rest")
+        if rest is not None and re.match(r"\s*\[(markdown|md|raw)\]", rest):
+            cells.append(_RawCell("markdown", [as_comment(line) for line in body], magics=False))
+            continue
+        code_cells += 1
+        count = match.groupdict().get("count")
+        cells.append(_RawCell(f"In [{count}]" if count else f"cell {code_cells}", body, magics=True))
+    return cells
+
+
+def _statements(lines: list[str]) -> tuple[Cell, ...]:
+    """The top-level statements of a plain .py, as cells labelled by their first line."""
+    text = "\n".join(lines)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning ("\\d") is the learner's business
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return _chunks(lines)
+    cells = []
+    for node in tree.body:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        cells.append(Cell(f"line {first}", first, node.end_lineno or node.lineno))
+    return tuple(cells)
+
+
+def _chunks(lines: list[str]) -> tuple[Cell, ...]:
+    """Statements found without a parser: each starts at column 0, outside strings and brackets.
+
+    For a file that does not parse as a whole: each piece then compiles, or fails, alone.
+    """
+    starts: list[int] = []
+    state = LexState()
+    after_decorator = False
+    for i, line in enumerate(lines):
+        if state.quote is None and _DEFINITION.match(line):
+            state = LexState()  # a bracket left open above is the broken statement's, not this one's
+        if state.at_statement_start and line[:1] not in ("", " ", "\t", "#") and not _CONTINUATION.match(line):
+            if not after_decorator:
+                starts.append(i)
+            after_decorator = line.startswith("@")
+        state = scan(line, state)
+    cells = []
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        while end > start + 1 and _is_blank_or_comment(lines[end - 1]):
+            end -= 1
+        cells.append(Cell(f"line {start + 1}", start + 1, end))
+    return tuple(cells)
+
+
+def _decode(raw: bytes, origin: str, *, is_notebook: bool) -> str | LoadProblem:
+    bom = codecs.BOM_UTF8 if raw.startswith(codecs.BOM_UTF8) else b""
+    try:
+        text = raw[len(bom) :].decode("utf-8")
+    except UnicodeDecodeError as error:
+        offset = error.start + len(bom)
+        line = _line_of_offset(raw, offset)
+        detail = f"byte {offset} (0x{raw[offset]:02x}, line {line}) is not valid UTF-8"
+        # A notebook's line is a line of its JSON, not of a cell: keep it in the detail only.
+        return LoadProblem("undecodable", origin, None if is_notebook else line, None, detail)
+    # compile() would accept CRLF, but a lone CR is a line break only to some tools.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _line_of_offset(raw: bytes, offset: int) -> int:
+    before = raw[:offset]
+    return before.count(b"\n") + before.replace(b"\r\n", b"\n").count(b"\r") + 1
+
+
+def _notebook_code_cells(text: str, origin: str) -> list[_RawCell] | LoadProblem:
+    """Each code cell, in order, with the label the learner sees; markdown and raw cells are skipped."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno}, column {error.colno}"
+        detail = _short(f"not notebook JSON: {error.msg} ({where})")
+        return LoadProblem("bad_notebook", origin, None, None, detail)
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        return LoadProblem("bad_notebook", origin, None, None, "not a notebook: no 'cells' list")
+
+    # Hand-written and exported notebooks often lack keys that only Jupyter itself needs;
+    # fill them so nbformat reads the cells instead of refusing the whole file.
+    data.setdefault("metadata", {})
+    data.setdefault("nbformat", 4)
+    data.setdefault("nbformat_minor", 0)
+    for cell in data["cells"]:
+        if isinstance(cell, dict):
+            cell.setdefault("metadata", {})
+    # Imported here: grading .py files needs no nbformat (the GPU validation machine has none).
+    import nbformat
+    import nbformat.reader
+
+    try:
+        # nbformat.reads() would also validate and log every schema slip of a Colab
+        # notebook; reading and converting is all this stage needs. Its warnings (missing
+        # or duplicate cell ids) say nothing about the learner's code.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            notebook = nbformat.convert(nbformat.reader.reads(json.dumps(data)), 4)
+    # nbformat raises many types (ValidationError, NBFormatError, KeyError, TypeError) on
+    # odd JSON; each one means the learner's notebook cannot be read, which is a result.
+    except Exception as error:  # noqa: BLE001
+        return LoadProblem("bad_notebook", origin, None, None, _short(f"not a notebook: {error}"))
+
+    cells: list[_RawCell] = []
+    for index, cell in enumerate(notebook.get("cells", []), 1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        count = cell.get("execution_count")
+        label = f"In [{count}]" if isinstance(count, int) and not isinstance(count, bool) else f"cell {len(cells) + 1}"
+        source = cell.get("source", "")
+        if isinstance(source, list) and all(isinstance(part, str) for part in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            detail = f"cell {index} has a 'source' that is not text"
+            return LoadProblem("bad_notebook", origin, None, None, detail)
+        source = source.replace("\r\n", "\n").replace("\r", "\n")
+        lines = source.split("\n") if source else []
+        if source.endswith("\n"):
+            lines.pop()  # the newline ends the last line; it does not start another
+        cells.append(_RawCell(label, lines, magics=True))
+    return cells
+
+
+def _is_blank_or_comment(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
+
+
+def _drop_foreign_coding(line: str) -> str:
+    """Disarm a coding declaration that is not UTF-8.
+
+    The text was decoded as UTF-8 and is written back as UTF-8; an import that honoured
+    `# coding: latin-1` would garble every Vietnamese string (or fail on an unknown name).
+    """
+    match = _CODING_COOKIE.match(line)
+    if match is None:
+        return line
+    try:
+        if codecs.lookup(match[1]).name == "utf-8":
+            return line
+    except LookupError:
+        pass
+    return re.sub(r"coding[:=]", "coding ", line)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"

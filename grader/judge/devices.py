@@ -1,0 +1,177 @@
+"""The devices a check grades on: the CPU, and each accelerator kind, real or stand-in.
+
+A learner's function can be handed the CPU, CUDA or MPS, so a check runs it on each kind it
+names — ``for dev in devices("cpu", "cuda", "mps"):`` — and a mistake confined to one device
+(autocast only when ``device.type == "cuda"``, ``torch.cuda.synchronize()`` on an Apple GPU)
+loses the points with a message naming that device. An accelerator kind is the real device
+when the machine has it (and the check can judge fairly there, ``real_ok``), else its stand-in
+on the CPU (grader/emulation/standin.py). The judge decides which, from the facts the learner
+process sent before any learner code ran (``Hello``): nothing the learner's code does changes it.
+
+``with dev:`` opens the session in the learner process; calls inside run there, and their
+events (``dev.events``) and printed text (``dev.printed``) come back with each answer.
+``dev.live_bytes()`` and ``dev.fill_capacity()`` ask the session; ``dev.build("ex4.problem")``
+has it build a recipe's objects (grader/reference/problems.py) and ``dev.inspect(model)`` reads
+one back; ``dev.put(tensor)`` sends a tensor to live on the device. A check's failure inside
+``with dev:`` is labelled with the device, so its message says where it happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from grader.judge.outcomes import CheckFailed, LearnerRaised
+from grader.judge.proxy import Built, LearnerGone, LearnerProcess
+from grader.reference.device import CAPABILITY, NAMES, TOTAL_MEMORY, CostModel
+from grader.wire.messages import (
+    Answer,
+    Build,
+    Close,
+    Closed,
+    CudaFacts,
+    DeviceOpened,
+    Event,
+    Hello,
+    OpenDevice,
+    OpenWorld,
+    Query,
+)
+from grader.wire.values import DEVICE_ATTR
+
+KINDS = ("cpu", "cuda", "mps")
+STANDIN_CUDA = CudaFacts(NAMES["cuda"], CAPABILITY, TOTAL_MEMORY, 1)
+
+
+def real_accelerator_type(hello: Hello) -> str | None:
+    """The machine's real accelerator, as the learner process found it before any learner code ran."""
+    return "cuda" if hello.cuda is not None else "mps" if hello.mps else None
+
+
+def runs_amp(hello: Hello, mode: str, dtype: torch.dtype) -> bool:
+    """Whether a real device of this mode runs autocast in ``dtype`` (float16: with GradScaler).
+
+    A check never demands what the hardware cannot do: where this is False the check grades on
+    the stand-in instead (a T4 has no fast bfloat16; an MPS before macOS 14 has no bfloat16).
+    """
+    if mode == "cuda":
+        return dtype != torch.bfloat16 or hello.cuda_bf16
+    if mode == "mps":  # untested: no Mac has run this yet
+        return hello.mps_bf16 if dtype == torch.bfloat16 else hello.mps_grad_scaler
+    return True
+
+
+class RemoteDevice:
+    """A device session in the learner process, as a check uses it."""
+
+    def __init__(self, learner: LearnerProcess, kind: str, *, standin: bool, virtual_clock: bool = False,
+                 budget_bytes: int | None = None, typed_oom: bool = False,
+                 on_enter: Callable[[RemoteDevice], None] | None = None) -> None:
+        self.learner = learner
+        self.device = torch.device(kind)
+        self.virtual = standin
+        self.mode = "standin" if standin else kind
+        if kind == "cpu":
+            self.label = "cpu"
+        elif standin:
+            self.label = f"{kind} (stand-in)"
+        else:
+            self.label = f"{kind} ({learner.hello.cuda.name if kind == 'cuda' and learner.hello.cuda else 'Apple GPU'})"
+        self.events: list[Event] = []
+        self.printed = ""
+        self._request = OpenDevice(kind, standin, virtual_clock, budget_bytes, typed_oom)  # type: ignore[arg-type]
+        self._on_enter = on_enter
+        self._costs = CostModel()
+
+    # -- what checks read -------------------------------------------------------------------
+    def matmul_seconds(self, n: int) -> float:
+        """One n×n matmul on the stand-in's cost model (stand-ins only: a real GPU is measured)."""
+        return 2.0 * n**3 / self._costs.gpu_flops
+
+    def cuda_facts(self) -> CudaFacts:
+        """What torch.cuda says of this device: the stand-in's constants, or the real GPU's facts."""
+        return self.learner.hello.cuda if not self.virtual and self.learner.hello.cuda else STANDIN_CUDA
+
+    def holds(self, dtype: torch.dtype) -> bool:
+        """Whether tensors of ``dtype`` can live here (MPS, real or stand-in, has no float64)."""
+        return not (self.device.type == "mps" and dtype == torch.float64)
+
+    def live_bytes(self) -> int:
+        return self._number(Query("live_bytes"))
+
+    def fill_capacity(self, chunk_bytes: int) -> int:
+        """How many chunks of ``chunk_bytes`` fit under the session's memory budget (measured on a real GPU)."""
+        return self._number(Query("fill_capacity", chunk_bytes))
+
+    def _number(self, query: Query) -> int:
+        value = self.learner.decode(self.learner.expect(query, Answer).value)
+        if type(value) is not int:
+            raise LearnerGone("broke_protocol", f"{query.what} is not a number")
+        return value
+
+    def build(self, recipe: str, *args: Any) -> tuple[Built, ...]:
+        answer = self.learner.expect(Build(recipe, tuple(args)), Answer)
+        handle, types = answer.value
+        return tuple(Built(int(handle), part, str(name)) for part, name in enumerate(types))
+
+    def inspect(self, built: Built) -> Any:
+        """A built object's state now: a model's ``{"device": ..., "params": [tensors]}``."""
+        answer = self.learner.expect(Query("inspect", handle=(built.handle, built.part)), Answer)
+        return self.learner.decode(answer.value)
+
+    def instruments(self, *, meter: bool = False, meter_budget: int | None = None,
+                    watch_amp: bool = False) -> Any:
+        """``with dev.instruments(meter=True) as figures:`` — calls inside are measured
+        (grader/judge/proxy.py ``Figures``)."""
+        return self.learner.instruments(meter=meter, meter_budget=meter_budget, watch_amp=watch_amp)
+
+    def put(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` to be created on this device in the learner process (not copied there: no event)."""
+        setattr(tensor, DEVICE_ATTR, self.device.type)
+        return tensor
+
+    def heard(self, events: tuple[Event, ...], printed: str) -> None:
+        self.events.extend(events)
+        self.printed += printed
+
+    # -- the session ------------------------------------------------------------------------
+    def __enter__(self) -> RemoteDevice:
+        if self._on_enter is not None:
+            self._on_enter(self)
+        self.learner.expect(self._request, DeviceOpened)
+        self.learner.devices.append(self)
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if isinstance(exc, (CheckFailed, LearnerRaised)):
+            exc.params.setdefault("device", self.label)
+        if isinstance(exc, LearnerGone):
+            return
+        self.learner.devices.remove(self)
+        closed = self.learner.expect(Close(), Closed)
+        self.events.extend(closed.events)
+
+
+class RemoteWorld:
+    """ex1: for the duration the learner process's PyTorch reports these devices, consistently."""
+
+    def __init__(self, learner: LearnerProcess, *, cuda: bool, mps: bool, mps_built: bool = False,
+                 cuda_count: int = 1) -> None:
+        self.learner = learner
+        self._request = OpenWorld(cuda, mps, mps_built, cuda_count)
+        self.situation = f"cuda={cuda}, mps={mps}" + (", MPS built in but not available" if mps_built and not mps
+                                                       else "")
+        self.expected = torch.device("cuda" if cuda else "mps" if mps else "cpu")
+
+    def __enter__(self) -> RemoteWorld:
+        self.learner.expect(self._request, Answer)
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if not isinstance(exc, LearnerGone):
+            self.learner.expect(Close(), Closed)
+
+
+Device = RemoteDevice  # what a check's signature names

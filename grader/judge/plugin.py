@@ -1,0 +1,207 @@
+"""The judge's pytest plugin: the order of the checks, their deadlines, and each one's verdict.
+
+Registered by grader/judge/__main__.py before collection. Once the checks are collected it has
+the learner process run the learner's top level (``Start``) and relays what happens there, cell
+by cell, to the grader; then each check's outcome becomes a status, a message id and its
+parameters (``classify``), reported over the signed channel (grader/wire/signed.py).
+
+When the learner process is lost — it ended, stopped answering within the check's time, or sent
+what is not a message — the judge reports ``LearnerLost`` and ends: the grader settles the check
+that was running and starts a fresh pair for the checks that are left.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from grader.errors import error_line
+from grader.judge.outcomes import AlreadyTimedOut, CheckFailed, GraderInternal, LearnerRaised, NotAttempted, TimedOut
+from grader.judge.proxy import LearnerGone, LearnerProcess
+from grader.reference.device import NO_CUDA
+from grader.wire.codec import cut
+from grader.wire.messages import (
+    Canary,
+    CheckEnded,
+    CheckStarted,
+    FunctionTimedOut,
+    GraderBroken,
+    LearnerLost,
+    Plan,
+    PlannedCheck,
+)
+from grader.wire.signed import Writer
+
+CANARY = "test_canary.py::test_canary"
+PLUGIN_NAME = "grader-judge"  # grader/checks/conftest.py finds the plugin under this name
+_perf_counter = time.perf_counter
+# What the learner's code hitting the file-size limit looks like from inside its process.
+FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]")
+# What the learner's code running out of memory looks like (grader/learner/toplevel.py has the same).
+MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "OutOfMemoryError", "out of memory")
+
+
+def graded_on(devices: list[tuple[str, str]]) -> tuple[str, list[str]]:
+    """A check's mode (a real accelerator, else the stand-in, else the CPU) and its devices' labels."""
+    modes = {mode for mode, _ in devices}
+    mode = next((m for m in ("cuda", "mps", "standin") if m in modes), "cpu")
+    return mode, [label for _, label in devices]
+
+
+def classify(exc: BaseException | None) -> tuple[str, str, dict[str, str]]:
+    """How a check ended: status, message id and its parameters."""
+    if exc is None:
+        return "passed", "", {}
+    if isinstance(exc, AlreadyTimedOut):
+        return "timeout", "function_timed_out", {"function": exc.name}
+    if isinstance(exc, TimedOut):
+        return "timeout", "check_timeout", {}
+    if isinstance(exc, NotAttempted):
+        return "not_attempted", "not_attempted", {"function": exc.name}
+    if isinstance(exc, CheckFailed):
+        return "failed", exc.message_id, exc.params
+    if isinstance(exc, LearnerRaised):
+        params = {"error": exc.exc_text, "where": exc.where, "during": exc.during, **exc.params}
+        if any(sign in exc.exc_text for sign in FILE_LIMIT_SIGNS):
+            return "error", "file_size_limit", {"where": exc.where, **exc.params}
+        if NO_CUDA in exc.exc_text and not exc.params.get("device", "").startswith("cuda"):
+            # torch.cuda called for an Apple GPU or the CPU: what a Mac or a CPU-only machine says to it.
+            return "error", "cuda_api_off_cuda", params
+        # Running out of memory outside the grader's budget (the process's own limit) is a limit.
+        limit = any(sign in exc.exc_text for sign in MEMORY_SIGNS) and "grader's memory budget" not in exc.exc_text
+        return "error", "memory_limit" if limit else "learner_raised", params
+    text = str(exc)
+    if isinstance(exc, pytest.fail.Exception) and text.startswith("Timeout"):
+        return "timeout", "check_timeout", {}
+    if isinstance(exc, AssertionError):
+        return "failed", "assertion", {"detail": cut(text, 400)}
+    if isinstance(exc, GraderInternal):
+        return "error", "grader_internal", {"error": cut(text, 400)}
+    return "error", "grader_internal", {"error": f"{type(exc).__name__}: {cut(text, 400)}"}
+
+
+class JudgePlugin:
+    """Registered before collection: the learner process, the channel, and each check's result."""
+
+    def __init__(self, plan: Plan, writer: Writer, learner: LearnerProcess) -> None:
+        self.plan = plan
+        self.learner = learner
+        self._writer = writer
+        self._order = {c.nodeid: i for i, c in enumerate(plan.checks)}
+        self._by_nodeid = {c.nodeid: c for c in plan.checks}
+        self._first_exc: dict[str, BaseException | None] = {}
+        self._started: dict[str, float] = {}
+        self._reported: set[str] = set()
+        self._devices: dict[str, list[tuple[str, str]]] = {}  # nodeid -> (mode, label) of each device it ran on
+        self.started_learner = False  # Start was sent: from here on, nothing is the grader's alone
+        self.broken_sent = False
+
+    def send(self, message: Any) -> None:
+        self._writer.send(message)
+
+    def _check(self, nodeid: str) -> PlannedCheck | None:
+        return self._by_nodeid.get(nodeid)
+
+    def grader_broken(self, kind: str, error: str) -> None:
+        """The grader itself cannot run the checks (its environment is broken): say so, once, and
+        only before the learner's code ran."""
+        if not self.started_learner and not self.broken_sent:
+            self.broken_sent = True
+            self.send(GraderBroken(kind, error))  # type: ignore[arg-type]
+
+    def lost(self, gone: LearnerGone) -> None:
+        """The learner process is gone: tell the grader, which settles the running check, and end."""
+        if gone.reason == "stuck" and self.learner.in_flight:
+            self.send(FunctionTimedOut(self.learner.in_flight))
+        self.send(LearnerLost("broke_protocol" if gone.reason == "broke_protocol" else "ended", gone.detail[:200]))
+        sys.stdout.flush()
+        os._exit(0)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a check module did not import: a missing package, a broken install
+            self.grader_broken("checks_not_loaded", error_line(str(report.longrepr)))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The learner's top level runs once, after the checks were collected and before any check."""
+        if self.broken_sent or not session.items:
+            return
+        self.started_learner = True
+        try:
+            self.learner.start(self.plan.start, self.send)
+        except LearnerGone as gone:
+            self.lost(gone)
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        items.sort(key=lambda item: self._order.get(item.nodeid, len(self._order)))
+        for item in items:
+            check = self._check(item.nodeid)
+            if check is not None:
+                # A backstop: the learner process interrupts a call at the check's limit itself;
+                # this fires only when it cannot (stuck in C code), one second later.
+                item.add_marker(pytest.mark.timeout(check.timeout_s + 1.0, method="signal"))
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._first_exc[nodeid] = None
+        check = self._check(nodeid)
+        if check is not None:
+            self._started[nodeid] = _perf_counter()
+            self.learner.check_deadline = time.monotonic() + check.timeout_s
+            self.send(CheckStarted(check.id))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+        yield
+        exc = call.excinfo.value if call.excinfo is not None else None
+        if isinstance(exc, LearnerGone):
+            self.lost(exc)
+        if isinstance(exc, pytest.fail.Exception) and str(exc).startswith("Timeout") and self.learner.in_flight:
+            # The learner process did not answer within the check's time: stuck, and of no more use.
+            self._end(item.nodeid, exc)
+            self.lost(LearnerGone("stuck", "no answer within the check's time"))
+        if exc is not None and self._first_exc.get(item.nodeid) is None:
+            self._first_exc[item.nodeid] = exc
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self._end(nodeid, self._first_exc.get(nodeid))
+
+    def _end(self, nodeid: str, exc: BaseException | None) -> None:
+        if nodeid in self._reported:
+            return
+        self._reported.add(nodeid)
+        if nodeid.endswith(CANARY):
+            self.send(Canary(classify(exc)[0]))  # type: ignore[arg-type]
+        check = self._check(nodeid)
+        if check is None:
+            return
+        status, message, params = classify(exc)
+        mode, labels = graded_on(self._devices.get(nodeid, []))
+        duration = _perf_counter() - self._started.get(nodeid, _perf_counter())
+        self.send(CheckEnded(check.id, status, message, {k: cut(str(v), 400) for k, v in params.items()}, mode,  # type: ignore[arg-type]
+                             tuple(labels), round(duration, 4)))
+
+    def graded_on_device(self, nodeid: str, mode: str, label: str) -> None:
+        """The report says where a check ran: each device it entered."""
+        ran_on = self._devices.setdefault(nodeid, [])
+        if (mode, label) not in ran_on:
+            ran_on.append((mode, label))
+
+
+class Registrar:
+    """Registers the judge's plugin under the name the checks' conftest looks up, and gives
+    pytest's terminal reporter a sink of its own."""
+
+    def __init__(self, plugin: JudgePlugin, stdout: Any) -> None:
+        self._plugin = plugin
+        self._stdout = stdout
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.pluginmanager.register(self._plugin, PLUGIN_NAME)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        sys.stdout = self._stdout
+

@@ -1,0 +1,297 @@
+"""The device sessions of the learner process: the CPU, a real accelerator, or a stand-in.
+
+The judge opens a session (``OpenDevice``) and calls the learner's functions inside it. Every
+session exposes the same small surface — ``device``, ``mode``, ``label``, ``events``,
+``live_bytes()``, ``fill_capacity()``, ``place()`` — so that the runner (grader/learner/runner.py)
+treats them alike. On the CPU and on a real GPU the events are recorded by wrapping the
+synchronize/clock/cache functions and watching the ops; on a stand-in they come from the
+emulation itself (grader/emulation/standin.py). Which kind of session a check gets is the judge's
+decision, made from the facts this process sent before any learner code ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import timeit
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_leaves
+
+from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, Wrap, kept_original, patched
+from grader.emulation.standin import ARITHMETIC, MATMULS, TAG, Kind, StandIn
+from grader.reference.meter import MemoryMeter
+from grader.wire.messages import CudaFacts, DeviceMode, Event, Hello, OpenDevice
+
+GPU_SHARE_VAR = "GRADER_GPU_SHARE"
+_perf_counter = time.perf_counter  # the real clock, whatever a session patches later
+# GradScaler runs on MPS from torch 2.8 (pytorch/pytorch#150255); before, its unscale step
+# casts to float64, which MPS lacks.
+MPS_GRAD_SCALER_TORCH = (2, 8)
+
+
+def gpu_share() -> float:
+    """The fraction of the GPU's memory this grading process may use (batch workers split it)."""
+    try:
+        return min(max(float(os.environ.get(GPU_SHARE_VAR, "1")), 0.05), 1.0)
+    except ValueError:
+        return 1.0
+
+
+def apply_gpu_share() -> None:
+    if torch.cuda.is_available() and gpu_share() < 1.0:
+        torch.cuda.set_per_process_memory_fraction(gpu_share())
+
+
+def _torch_version() -> tuple[int, int]:
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+def hello(forced: str) -> Hello:
+    """What this machine has, found before the learner's code exists here (``forced``: --device)."""
+    import platform
+
+    cuda = None
+    if forced != "cpu" and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        cuda = CudaFacts(torch.cuda.get_device_name(0), tuple(torch.cuda.get_device_capability(0)),  # type: ignore[arg-type]
+                         int(props.total_memory), torch.cuda.device_count())
+    mps_backend = getattr(torch.backends, "mps", None)
+    mps = forced != "cpu" and mps_backend is not None and bool(mps_backend.is_available())
+    newer = getattr(mps_backend, "is_macos_or_newer", None)
+    return Hello(torch=torch.__version__, cuda=cuda, mps=mps,
+                 cuda_bf16=bool(cuda is not None and torch.cuda.is_bf16_supported()),
+                 mps_bf16=bool(mps and newer is not None and newer(14, 0)),
+                 mps_grad_scaler=_torch_version() >= MPS_GRAD_SCALER_TORCH,
+                 cpu_name=platform.processor() or platform.machine() or "cpu")
+
+
+def place(tensor: torch.Tensor, device: torch.device, standin: StandIn | None) -> torch.Tensor:
+    """A tensor the judge sent, put on the session's device without recording anything."""
+    with torch._C.DisableTorchFunction(), _disable_current_modes():
+        if device.type == "cpu":
+            return tensor
+        if standin is not None:
+            placed = tensor.detach().clone().requires_grad_(tensor.requires_grad)
+            setattr(placed, TAG, standin.kind)
+            return placed
+        return tensor.detach().to(device).requires_grad_(tensor.requires_grad)
+
+
+class _Recorder(TorchFunctionMode):
+    """Watches the ops of the learner's code on a real device (or the CPU)."""
+
+    def __init__(self, owner: Watched) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        first = next((t for t in tree_leaves(out) if isinstance(t, torch.Tensor)), None)
+        if first is None:
+            return out
+        if name in MATMULS:
+            self.owner.record("matmul", first.device.type, str(first.dtype))
+        elif name in ARITHMETIC:
+            self.owner.record("op", first.device.type, str(first.dtype))
+        elif name in ("to", "cuda") and args and isinstance(args[0], torch.Tensor):
+            source, target = args[0].device.type, first.device.type
+            if source == "cpu" and target != "cpu":
+                self.owner.record("h2d", target)
+            elif source != "cpu" and target == "cpu":
+                blocking = not (kwargs or {}).get("non_blocking", False)
+                self.owner.record("d2h" if blocking else "d2h_async", target)
+        return out
+
+
+class Watched:
+    """A real device (the CPU, a real GPU): its functions wrapped to record what the learner does."""
+
+    mode: DeviceMode
+    label: str
+    standin: StandIn | None = None
+
+    def __init__(self, kind: str, budget_bytes: int | None, code: LearnerCode) -> None:
+        self.device = torch.device(kind)
+        self.code = code  # the learner's modules: a wrapped clock is also rebound where they hold it
+        self.events: list[Event] = []
+        self.budget = budget_bytes
+        self._stack = contextlib.ExitStack()
+
+    def live_bytes(self) -> int:
+        raise NotImplementedError
+
+    def fill_capacity(self, chunk_bytes: int) -> int:
+        raise NotImplementedError
+
+    def record(self, kind: str, device: str = "", dtype: str = "", value: float = 0.0, source: str = "") -> None:
+        self.events.append(Event(kind, device or self.device.type, _perf_counter(), self.live_bytes(), dtype,  # type: ignore[arg-type]
+                                 value, source))
+
+    def _wrap(self, kind: str) -> Wrap:
+        """Call the original, then record ``kind``."""
+        def make(func: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                result = func(*args, **kwargs)
+                self.record(kind)
+                return result
+
+            return wrapper
+
+        return Wrap(make)
+
+    def _clock(self, source: str, scale: float = 1.0) -> Wrap:
+        """Read the original clock, and record the value the learner got (in seconds)."""
+        def make(func: Callable[[], Any]) -> Callable[[], Any]:
+            def read() -> Any:
+                value = func()
+                self.record("clock", value=value / scale, source=source)
+                return value
+
+            return read
+
+        return Wrap(make)
+
+    def _clock_patches(self) -> dict[Target, object]:
+        clocks = {(time, "time"): ("time", 1.0), (time, "time_ns"): ("time", 1e9),
+                  (time, "perf_counter"): ("perf_counter", 1.0), (time, "perf_counter_ns"): ("perf_counter", 1e9),
+                  (time, "monotonic"): ("monotonic", 1.0), (time, "monotonic_ns"): ("monotonic", 1e9),
+                  (timeit, "default_timer"): ("perf_counter", 1.0)}
+        return {target: self._clock(source, scale) for target, (source, scale) in clocks.items()}
+
+    def _patches(self) -> dict[Target, object]:
+        return self._clock_patches()
+
+    def _enter(self) -> None:
+        """Before recording starts (a real GPU: drain the queue, cap the memory)."""
+
+    def __enter__(self) -> Watched:
+        self._enter()
+        self._stack.enter_context(patched(self._patches(), self.code))
+        self._stack.enter_context(_Recorder(self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+
+class CpuSession(Watched):
+    """The CPU, watched: what the learner's code does when it is handed ``torch.device("cpu")``."""
+
+    mode: DeviceMode = "cpu"
+    label = "cpu"
+
+    def __init__(self, budget_bytes: int | None = None, code: LearnerCode = NO_LEARNER_CODE) -> None:
+        super().__init__("cpu", budget_bytes, code)
+        self.meter = MemoryMeter(budget_bytes, "cpu (grader's budget)")
+
+    def live_bytes(self) -> int:
+        return self.meter.live_bytes()
+
+    def fill_capacity(self, chunk_bytes: int) -> int:
+        return (self.meter.budget or 0) // chunk_bytes
+
+    def _patches(self) -> dict[Target, object]:
+        return {**self._clock_patches(), (torch.cpu, "synchronize"): self._wrap("sync")}
+
+    def _enter(self) -> None:
+        self._stack.enter_context(self.meter)
+
+
+class RealSession(Watched):
+    """Records what the learner's code does on a real CUDA or MPS device."""
+
+    def __init__(self, kind: str, budget_bytes: int | None = None, code: LearnerCode = NO_LEARNER_CODE) -> None:
+        super().__init__(kind, budget_bytes, code)
+        self.mode = kind  # type: ignore[assignment]
+        self._backend: Any = torch.cuda if kind == "cuda" else torch.mps
+        name = torch.cuda.get_device_name(0) if kind == "cuda" else "Apple GPU"
+        self.label = f"{kind} ({name})"
+        # Taken before the learner-facing functions are wrapped: recording must not record itself.
+        self._allocated = kept_original(torch.cuda.memory_allocated if kind == "cuda"
+                                        else torch.mps.current_allocated_memory)
+        self._empty_cache = kept_original(self._backend.empty_cache)
+
+    def live_bytes(self) -> int:
+        return int(self._allocated())
+
+    def fill_capacity(self, chunk_bytes: int) -> int:
+        """How many float32 chunks fit under the memory cap, measured by filling it once.
+
+        The caching allocator reserves whole segments (20 MiB for a 4 MiB chunk), and the cap
+        counts reserved memory, so the count is measured, not derived from the budget.
+        """
+        numel = chunk_bytes // 4
+        held: list[torch.Tensor] = []
+        with torch._C.DisableTorchFunction(), _disable_current_modes():
+            try:
+                while len(held) < 10_000:
+                    held.append(torch.empty(numel, dtype=torch.float32, device=self.device))
+            except torch.OutOfMemoryError:
+                pass
+            count = len(held)
+            held.clear()
+            self._empty_cache()
+        return count
+
+    def _patches(self) -> dict[Target, object]:
+        targets: list[tuple[object, str, str]] = [
+            (self._backend, "synchronize", "sync"),
+            (self._backend, "empty_cache", "empty_cache"),
+        ]
+        if self.mode == "cuda":
+            targets.append((torch.cuda, "memory_allocated", "memory_read"))
+        accel = getattr(torch, "accelerator", None)
+        if accel is not None:
+            targets.append((accel, "synchronize", "sync"))
+        wrapped = {(obj, attr): self._wrap(kind) for obj, attr, kind in targets if hasattr(obj, attr)}
+        return {**self._clock_patches(), **wrapped}
+
+    def _enter(self) -> None:
+        self._backend.synchronize()
+        self._backend.empty_cache()
+        if self.budget is not None and self.mode == "cuda":
+            # The OOM exercise then fails in seconds and never starves other GPU users.
+            total = torch.cuda.get_device_properties(self.device).total_memory
+            # The cap counts reserved memory (whole segments), not only live tensors.
+            fraction = min(gpu_share(), (torch.cuda.memory_reserved() + self.budget) / total)
+            torch.cuda.set_per_process_memory_fraction(fraction)
+            self._stack.callback(torch.cuda.set_per_process_memory_fraction, gpu_share())
+        elif self.budget is not None and self.mode == "mps":  # untested: no Mac has run this yet
+            limit = torch.mps.recommended_max_memory()
+            torch.mps.set_per_process_memory_fraction((torch.mps.current_allocated_memory() + self.budget) / limit)
+            self._stack.callback(torch.mps.set_per_process_memory_fraction, 0.0)
+
+
+class StandInSession(StandIn):
+    """A stand-in accelerator as a session."""
+
+    @property
+    def standin(self) -> StandIn:
+        return self
+
+
+Session = CpuSession | RealSession | StandInSession
+
+
+def open_session(request: OpenDevice, code: LearnerCode) -> Session:
+    """The session the judge asked for, patching where ``code``'s modules hold what it replaces. A
+    real accelerator the machine lacks is a protocol error of the judge's, never silently a
+    stand-in: the judge decided from this process's Hello."""
+    if request.kind == "cpu":
+        return CpuSession(request.budget_bytes, code)
+    if request.standin:
+        kind: Kind = request.kind
+        return StandInSession(kind, virtual_clock=request.virtual_clock, budget_bytes=request.budget_bytes,
+                              typed_oom=request.typed_oom, code=code)
+    available = torch.cuda.is_available() if request.kind == "cuda" else bool(torch.backends.mps.is_available())
+    if not available:
+        raise RuntimeError(f"no real {request.kind} device here")
+    return RealSession(request.kind, request.budget_bytes, code)

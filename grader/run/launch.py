@@ -1,0 +1,347 @@
+"""How the processes of a run start: exec'd, or forked from a warm server. Chosen by the caller.
+
+A run needs two processes (grader/wire/messages.py): the judge (``python -m grader.judge``) and the
+learner process (``python -m grader.learner``). ``ExecLauncher`` starts each as a fresh Python;
+``ForkLauncher`` forks each from a server of its role that already imported torch, pytest and
+the grader (grader/spawn/forkserver.py): a fresh Python spends most of its start-up importing them,
+about 4.5 of the 7 s one grading takes, so a batch pays that once per worker. Both give the child
+the same things: its own session, the course's resource limits (the learner process), its
+environment and work dir, stdin and stdout on fds 0-2 and the fds it is passed from 3 on.
+
+The launcher is an object the caller owns and passes to ``grade()`` — ``grader batch`` opens a
+ForkLauncher for its lifetime, ``grader grade`` uses an ExecLauncher — as CPython's
+multiprocessing passes a context, never a module-global switch. A ForkLauncher whose server
+cannot start (or dies) execs instead, with the same results. Forks happen only on Linux (forking
+a process that loaded Apple's frameworks is unsafe).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import IO, Literal, Protocol
+
+from grader.run import isolation as iso
+from grader.run.isolation import Isolation
+from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, join_cgroup
+from grader.wire.messages import Limits
+
+Role = Literal["judge", "learner"]
+READY_TIMEOUT_S = 300.0
+TOKEN_LENGTH = 32
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """One process to start."""
+
+    role: Role
+    env: Mapping[str, str]
+    cwd: str
+    fds: tuple[int, ...]  # handed to the child, which finds them at FIRST_FD, FIRST_FD + 1, ...
+    limits: Limits | None = None  # the learner process's; the judge runs without
+    device: str = "auto"  # the learner process's --device
+    cgroup_fd: int | None = None  # the learner process writes itself into its run's cgroup through it
+
+
+class Child(Protocol):
+    """The part of ``subprocess.Popen`` that grader/run/sandbox.py uses."""
+
+    pid: int
+    stdin: IO[bytes]
+    stdout: IO[bytes]
+    fds: tuple[int, ...]  # where the child finds the fds it was passed
+    host_pid: bool  # whether ``pid`` is a pid of the grader's namespace (a forked isolated one is not)
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class Launcher(Protocol):
+    isolation: Isolation  # how the learner processes it starts are isolated
+
+    def start(self, spawn: Spawn) -> Child: ...
+
+
+def argv(spawn: Spawn, fds: tuple[int, ...]) -> list[str]:
+    """The command line of a process of this role, which finds its passed fds at ``fds``."""
+    if spawn.role == "judge":
+        return [sys.executable, "-m", "grader.judge"]
+    return [sys.executable, "-m", "grader.learner", str(fds[0]), spawn.device]
+
+
+def _exec_child(limits: Limits | None, cgroup_fd: int | None) -> None:
+    """In the exec'd child, before exec: its session, its limits, its run's cgroup."""
+    apply_limits(limits)
+    if cgroup_fd is not None:
+        join_cgroup(cgroup_fd)
+
+
+class Exec:
+    """A Popen, and where the child finds its passed fds (their own numbers). A learner process is
+    exec'd inside its sandbox when the launcher isolates (grader/run/isolation.py)."""
+
+    host_pid = True
+
+    def __init__(self, spawn: Spawn, isolation: Isolation = iso.NONE) -> None:
+        command = argv(spawn, spawn.fds)
+        env = dict(spawn.env)
+        isolated = spawn.role == "learner" and isolation.mode == "bwrap"
+        work_mb = spawn.limits.file_size_mb if spawn.limits else 256
+        started = (iso.sandboxed(isolation, command, env, work_mb) if isolated  # in its own work dir
+                   else contextlib.nullcontext((command, ())))
+        with started as (command, sandbox_fds):
+            self.popen = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                cwd=tempfile.gettempdir() if isolated else spawn.cwd, env=env, pass_fds=(*spawn.fds, *sandbox_fds),
+                preexec_fn=functools.partial(_exec_child, spawn.limits, spawn.cgroup_fd),  # noqa: PLW1509 - before exec
+            )
+        self.pid = self.popen.pid
+        self.stdin: IO[bytes] = self.popen.stdin  # type: ignore[assignment]
+        self.stdout: IO[bytes] = self.popen.stdout  # type: ignore[assignment]
+        self.fds = spawn.fds
+        self._status = iso.exit_status if isolated else _same
+
+    @property
+    def returncode(self) -> int | None:
+        return self._status(self.popen.returncode)
+
+    def poll(self) -> int | None:
+        return self._status(self.popen.poll())
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self._status(self.popen.wait(timeout))  # type: ignore[return-value]
+
+
+def _same(code: int | None) -> int | None:
+    return code
+
+
+class ExecLauncher:
+    """Each process a fresh Python; ``env`` is added to every process's environment (a batch's
+    share of the machine: its threads, its part of the GPU)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, isolation: Isolation = iso.NONE) -> None:
+        self.env = dict(env or {})
+        self.isolation = isolation
+
+    def start(self, spawn: Spawn) -> Child:
+        return Exec(dataclasses.replace(spawn, env={**spawn.env, **self.env}), self.isolation)
+
+
+class ServerGone(Exception):
+    """The fork server could not start, or died: exec instead."""
+
+
+class ForkedChild:
+    """A child forked by a server, as the sandbox sees a Popen."""
+
+    def __init__(self, server: ForkServer, pid: int, stdin: int, stdout: int) -> None:
+        self._server = server
+        self.pid = pid
+        self.host_pid = not server.isolated  # an isolated server's pids are of its own namespace
+        self.returncode: int | None = None
+        self._server_alive = True
+        self.stdin = os.fdopen(stdin, "wb")
+        self.stdout = os.fdopen(stdout, "rb", buffering=0)
+        self.fds: tuple[int, ...] = ()
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._server_alive and select.select([self._server.sock], [], [], 0)[0]:
+            self._read_exit()
+        if self.returncode is None and not self._server_alive and (not self.host_pid or not _running(self.pid)):
+            self.returncode = -signal.SIGKILL  # exit status unknown: what the grader does to it anyway
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout or 0.0)
+            if self._server_alive:
+                select.select([self._server.sock], [], [], left)
+            else:
+                time.sleep(0.05 if left is None else min(0.05, left))
+        assert self.returncode is not None
+        return self.returncode
+
+    def _read_exit(self) -> None:
+        message = self._server.receive()
+        if message is None:
+            # The server died. The child, orphaned, goes on; its end shows in /proc, and the
+            # sandbox kills what is left as usual.
+            self._server_alive = False
+        else:
+            code = int(message["exit"])
+            self.returncode = iso.exit_status(code) if self._server.isolated else code
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+class ForkServer:
+    """The grader's end of one server (``python -m grader.spawn.forkserver ROLE FD``). An isolated
+    learner server runs inside a bubblewrap sandbox of its own (grader/run/isolation.py)."""
+
+    def __init__(self, role: Role, env: Mapping[str, str], isolation: Isolation = iso.NONE,
+                 work_mb: int = 256) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = ours
+        self.role = role
+        self.env = dict(env)
+        self.isolated = role == "learner" and isolation.forks
+        server_env = dict(env)
+        if role == "learner":
+            # The run token is written into each child's environment block in place (grader/spawn/forkserver.py).
+            server_env[TOKEN_VAR] = "0" * TOKEN_LENGTH
+        # NVML answers a stray is_available() without initialising CUDA, which a fork would break.
+        server_env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        command = [sys.executable, "-m", "grader.spawn.forkserver", role, str(theirs.fileno())]
+        started = (iso.sandboxed(isolation, [*command, "isolated", str(work_mb)], server_env, work_mb, server=True)
+                   if self.isolated else contextlib.nullcontext((command, ())))
+        with theirs, started as (command, sandbox_fds):
+            self.process = subprocess.Popen(
+                command, env=server_env, cwd=tempfile.gettempdir(), pass_fds=(theirs.fileno(), *sandbox_fds),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C in the terminal is the grader's to handle
+            )
+        if not select.select([self.sock], [], [], READY_TIMEOUT_S)[0] or self.receive() != {"ready": True}:
+            self.close()
+            raise ServerGone(f"the {role} fork server did not start")
+
+    def receive(self) -> dict[str, object] | None:
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            return None
+        return json.loads(data) if data else None
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def start(self, spawn: Spawn) -> ForkedChild:
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        try:
+            env = iso.learner_env(spawn.env) if self.isolated else dict(spawn.env)
+            request = json.dumps({"cwd": spawn.cwd, "env": env, "device": spawn.device,
+                                  "limits": dataclasses.asdict(spawn.limits) if spawn.limits else None,
+                                  "cgroup": spawn.cgroup_fd is not None}).encode()
+            extra = [spawn.cgroup_fd] if spawn.cgroup_fd is not None else []
+            socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *extra])
+            reply = self.receive() if select.select([self.sock], [], [], 30.0)[0] else None
+        except OSError:
+            reply = None
+        finally:
+            os.close(stdin_r)
+            os.close(stdout_w)
+        if reply is None or "pid" not in reply:
+            os.close(stdin_w)
+            os.close(stdout_r)
+            self.close()
+            raise ServerGone(f"the {self.role} fork server died")
+        child = ForkedChild(self, int(reply["pid"]), stdin_w, stdout_r)  # type: ignore[arg-type]
+        child.fds = tuple(range(FIRST_FD, FIRST_FD + len(spawn.fds)))
+        return child
+
+    def close(self) -> None:
+        self.sock.close()  # the server ends at end-of-file
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class ForkLauncher:
+    """Each thread that grades gets a server of each role, started on first use; all are stopped
+    when the launcher closes. A server that could not start is not tried again in that thread:
+    its processes are exec'd."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, isolation: Isolation = iso.NONE) -> None:
+        self.env = dict(env or {})
+        self.isolation = isolation
+        self._local = threading.local()
+        self._servers: list[ForkServer] = []
+        self._lock = threading.Lock()
+        self.usable = sys.platform == "linux"
+
+    def __enter__(self) -> ForkLauncher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _server(self, role: Role, env: Mapping[str, str], work_mb: int) -> ForkServer | None:
+        failed: set[Role] = self._local.__dict__.setdefault("failed", set())
+        servers: dict[Role, ForkServer] = self._local.__dict__.setdefault("servers", {})
+        if role in failed or not self.usable:
+            return None
+        if role == "learner" and self.isolation.mode == "bwrap" and not self.isolation.forks:
+            return None  # isolated, but this machine cannot fork isolated processes: each is exec'd
+        server = servers.get(role)
+        if server is not None and server.alive() and server.env == dict(env):
+            return server
+        if server is not None:
+            server.close()
+        try:
+            server = ForkServer(role, env, self.isolation, work_mb)
+        except (ServerGone, OSError):
+            failed.add(role)
+            servers.pop(role, None)
+            return None
+        servers[role] = server
+        with self._lock:
+            self._servers.append(server)
+        return server
+
+    def start(self, spawn: Spawn) -> Child:
+        spawn = dataclasses.replace(spawn, env={**spawn.env, **self.env})
+        server_env = {k: v for k, v in spawn.env.items() if k != TOKEN_VAR}
+        server = self._server(spawn.role, server_env, spawn.limits.file_size_mb if spawn.limits else 256)
+        if server is not None:
+            try:
+                return server.start(spawn)
+            except ServerGone:
+                self._local.servers.pop(spawn.role, None)
+        return Exec(spawn, self.isolation)
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._servers = self._servers, []
+        for server in servers:
+            with contextlib.suppress(OSError):
+                server.close()
+
+
+@contextlib.contextmanager
+def launcher_for_batch(fork: bool, env: Mapping[str, str], isolation: Isolation) -> Iterator[Launcher]:
+    """What ``grader batch`` grades with, for its lifetime: processes forked from warm servers
+    (unless ``fork`` is False), each with ``env`` added (its share of the machine)."""
+    if not fork:
+        yield ExecLauncher(env, isolation)
+        return
+    with ForkLauncher(env, isolation) as launcher:
+        yield launcher

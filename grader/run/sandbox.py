@@ -1,0 +1,360 @@
+"""Run the checks in a judge and a learner process that may die, and collect what they report.
+
+The learner's code never runs in the grader's process, nor in the judge's. Each run starts a
+pair (grader/run/launch.py): the learner process in its own session, with the course's resource
+limits, an empty temporary work dir and a run token in its environment; the judge beside it,
+connected to it by a socket, and to the grader by a signed channel (grader/wire/signed.py). The
+grader watches a deadline per check and per top-level cell and the learner's process count;
+when a run ends, every process carrying the token (children, grandchildren, daemons that left
+the session) is killed. What the judge's messages mean is settled by grader/run/blame.py: when the
+learner process dies mid-run, the check it was running is charged (or the cell it was in is
+skipped), and a fresh pair carries on with the checks that are left, so a crash in one exercise
+never costs another exercise its points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import secrets
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from grader import SANDBOX_VAR
+from grader.course import CheckSpec
+from grader.errors import GraderFailure
+from grader.paths import PROJECT_ROOT
+from grader.run.blame import Context, KillReason, RunEnd, Settled, Trace, settle
+from grader.run.cgroups import RunCgroup
+from grader.run.isolation import Isolation
+from grader.run.launch import Child, ExecLauncher, Launcher, Spawn
+from grader.run.reaper import kill_everything, token_tasks
+from grader.score.results import CheckOutcome, DeviceInfo
+from grader.spawn.confine import HOME, TOKEN_VAR
+from grader.wire.codec import encode
+from grader.wire.messages import (
+    CellStop,
+    CheckEnded,
+    CheckStarted,
+    Done,
+    LearnerLost,
+    Limits,
+    Plan,
+    PlannedCheck,
+    Source,
+    Start,
+    TopLevelEvent,
+)
+from grader.wire.signed import parse
+
+GRACE_S = 3.0  # the learner process interrupts a call itself; this catches one stuck in C code
+WATCH_EVERY_S = 0.25  # how often the process count is checked
+LEARNER_EXIT_WAIT_S = 1.0  # a learner process the judge saw end: its exit status, before the kill
+
+
+@dataclass(frozen=True)
+class SandboxRun:
+    outcomes: Mapping[str, CheckOutcome]
+    device: DeviceInfo | None
+    notes: tuple[str, ...]
+    children: int  # runs (judge + learner pairs) it took
+    output: str  # what the learner's code printed, cut at limits.output_kb
+    grader_error: GraderFailure | None = None  # the checks could not run at all: no verdict
+    stops: tuple[CellStop, ...] = ()  # the learner's top-level cells that did not run to their end
+    isolation: Isolation | None = None  # how the learner processes were isolated
+
+
+@dataclass
+class _Output:
+    """Keeps the first ``limit`` bytes of a process's output and counts the rest."""
+
+    limit: int
+    kept: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = max(self.limit - len(self.kept), 0)
+        self.kept += chunk[:room]
+        self.dropped += max(len(chunk) - room, 0)
+
+    def text(self) -> str:
+        text = self.kept.decode("utf-8", errors="replace")
+        return text + (f"\n[… {self.dropped} more bytes of output cut]" if self.dropped else "")
+
+
+def task_limit(limits: Limits) -> int:
+    """Processes and threads a run may have: the course's ``max_processes`` for what the learner's
+    code starts, on top of the learner process's own threads — torch's intra-op and inter-op pools,
+    up to one each per core (a correct submission on a 128-core machine has about 260), and a few."""
+    return limits.max_processes + 2 * (os.cpu_count() or 1) + 16
+
+
+def base_env() -> dict[str, str]:
+    """The environment every process of this grader shares (the run's token and device aside)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_")) and k != TOKEN_VAR}
+    env.update({"PYTHONPATH": str(PROJECT_ROOT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", SANDBOX_VAR: "1",
+                # Only the plugins the checks need (the judge loads pytest-timeout): whatever else is
+                # installed (Colab has many) neither slows the judge nor changes how checks run.
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    return env
+
+
+@dataclass
+class _Pair:
+    """One run's processes, and what the grader has read from them."""
+
+    judge: Child
+    learner: Child
+    channel: int
+    key: bytes
+    token: str
+    cgroup: RunCgroup | None
+    trace: Trace = field(default_factory=Trace)
+    refused: int = 0  # forks the cgroup refused before the running check started
+    buffer: bytes = b""
+    forged: int = 0
+    cell_started: list[float] = field(default_factory=list)  # when each running cell started (monotonic)
+
+
+def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: str, limits: Limits,
+               launcher: Launcher | None = None) -> SandboxRun:
+    """Grade ``checks`` (all of exercises that have a source) in as few runs as possible."""
+    root = Path(tempfile.mkdtemp(prefix="grader-"))
+    workdir = root / "work"
+    workdir.mkdir()
+    try:
+        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher()).run()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class _Runner:
+    def __init__(self, workdir: Path, sources: Mapping[str, Source], checks: list[CheckSpec],  # noqa: PLR0917
+                 device: str, limits: Limits, launcher: Launcher) -> None:
+        self.workdir, self.sources = workdir, sources
+        self.checks = {c.id: c for c in checks}
+        self.device, self.limits, self.launcher = device, limits, launcher
+        self.isolation = launcher.isolation
+        self.outcomes: dict[str, CheckOutcome] = {}
+        self.device_info: DeviceInfo | None = None
+        self.notes: list[str] = []
+        self.output = _Output(limits.output_kb * 1024)
+        self.judge_output = _Output(16 * 1024)
+        self.deadline = time.monotonic() + limits.run_timeout_s
+        self.runs = 0
+        self.grader_error: GraderFailure | None = None
+        self.stops: dict[tuple[str, int], CellStop] = {}  # the first report of each cell wins
+        self.skip: set[tuple[str, int]] = set()  # cells that ended a run: later runs skip them
+        self.top_level_spent = 0.0
+        self.timed_out: set[str] = set()  # learner functions that ran past a check's limit
+
+    def pending(self) -> list[CheckSpec]:
+        return [c for c in self.checks.values() if c.id not in self.outcomes]
+
+    def learner_workdir(self) -> str:
+        """Where the learner process works: its sandbox's own tmpfs, or (not isolated) a temporary dir."""
+        return HOME if self.isolation.mode == "bwrap" else str(self.workdir)
+
+    def start_message(self, pending: list[CheckSpec]) -> Start:
+        wanted = {c.exercise for c in pending}
+        return Start({ex: s for ex, s in self.sources.items() if ex in wanted}, self.learner_workdir(),
+                     self.limits.cell_timeout_s, max(self.limits.top_level_timeout_s - self.top_level_spent, 0.0),
+                     tuple(sorted(self.skip)), tuple(sorted(self.timed_out)))
+
+    def run(self) -> SandboxRun:
+        while self.pending():
+            if time.monotonic() >= self.deadline:
+                self.charge_rest("timeout", "run_timeout")
+                break
+            before = len(self.outcomes) + len(self.skip)
+            self.run_pair(self.pending())
+            self.runs += 1
+            if self.grader_error is not None:
+                break  # the grader cannot run checks here; another run would fail the same way
+            if len(self.outcomes) + len(self.skip) == before:  # nothing progressed: never loop forever
+                self.charge_rest("error", "child_failed", {"code": "no check started"})
+        return SandboxRun(dict(self.outcomes), self.device_info, tuple(self.notes), self.runs,
+                          self.output.text(), self.grader_error, tuple(self.stops.values()), self.isolation)
+
+    def charge_rest(self, status: str, message_id: str, params: Mapping[str, str] | None = None) -> None:
+        for check in self.pending():
+            self.outcomes[check.id] = CheckOutcome(check.id, status, message_id, dict(params or {}))  # type: ignore[arg-type]
+
+    # -- one run ------------------------------------------------------------------------------
+    def spawn(self, pending: list[CheckSpec]) -> _Pair:
+        judge_end, learner_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        read_fd, write_fd = os.pipe()
+        key = secrets.token_bytes(32)
+        token = secrets.token_hex(16)
+        base = base_env()
+        learner_env = {**base, TOKEN_VAR: token, **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
+        cgroup = RunCgroup(self.isolation.cgroups, task_limit(self.limits)) if self.isolation.cgroups else None
+        cgroup_fd = cgroup.procs_fd() if cgroup is not None else None
+        try:
+            learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
+                                                self.limits, self.device, cgroup_fd))
+            learner.stdin.close()
+            judge = self.launcher.start(Spawn("judge", {**base, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
+                                              (write_fd, judge_end.fileno())))
+        finally:
+            learner_end.close()
+            judge_end.close()
+            os.close(write_fd)
+            if cgroup_fd is not None:
+                os.close(cgroup_fd)
+        checks = tuple(PlannedCheck(c.id, c.nodeid, c.timeout_s) for c in pending)
+        plan = Plan(checks, self.start_message(pending), self.device, judge.fds[0], judge.fds[1], key.hex())
+        with contextlib.suppress(OSError):
+            judge.stdin.write(encode(plan) + b"\n")
+            judge.stdin.close()
+        return _Pair(judge, learner, read_fd, key, token, cgroup)
+
+    def run_pair(self, pending: list[CheckSpec]) -> None:
+        pair = self.spawn(pending)
+        learner_out, judge_out = pair.learner.stdout, pair.judge.stdout
+        check_deadline = self.deadline
+        killed_for: KillReason | None = None
+        open_fds = [pair.channel, learner_out.fileno(), judge_out.fileno()]
+        next_watch = time.monotonic() + WATCH_EVERY_S
+        trace = pair.trace
+        try:
+            while pair.channel in open_fds and not trace.done and trace.lost is None:
+                now = time.monotonic()
+                # A top-level cell stuck in C code (one huge matmul) ignores its own SIGALRM.
+                cell_deadline = (pair.cell_started[-1] + self.limits.cell_timeout_s + GRACE_S
+                                 if pair.cell_started else math.inf)
+                if now >= min(check_deadline, self.deadline, cell_deadline):
+                    killed_for = ("run_timeout" if self.deadline <= min(check_deadline, cell_deadline)
+                                  else "cell_timeout" if cell_deadline <= check_deadline else "check_timeout")
+                    break
+                if now >= next_watch:
+                    next_watch = now + WATCH_EVERY_S
+                    if (pair.cgroup.limit_hits() > pair.refused if pair.cgroup is not None
+                            else token_tasks(pair.token) > task_limit(self.limits)):
+                        killed_for = "process_limit"
+                        break
+                wait = min(check_deadline, self.deadline, next_watch, cell_deadline) - now
+                ready, _, _ = select.select(open_fds, [], [], max(wait, 0.0))
+                if not ready and pair.judge.poll() is not None:
+                    break  # the judge is gone; what the learner forked may hold the pipes open
+                for fd in ready:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        open_fds.remove(fd)
+                    elif fd == pair.channel:
+                        for message in self.messages(pair, chunk):
+                            if isinstance(message, CheckStarted):
+                                spec = self.checks.get(message.check)
+                                check_deadline = time.monotonic() + (spec.timeout_s if spec else 30) + GRACE_S
+                            elif isinstance(message, CheckEnded):
+                                check_deadline = self.deadline
+                    elif fd == learner_out.fileno():
+                        self.output.add(chunk)
+                    else:
+                        self.judge_output.add(chunk)
+        finally:
+            learner_exit = self.end(pair, killed_for)
+        self.apply(settle(trace, RunEnd(killed_for, learner_exit, pair.forged, self.judge_output.text()),
+                          self.context()))
+
+    def end(self, pair: _Pair, killed_for: KillReason | None) -> int | None:
+        """Stop both processes; the learner process's exit status (its own, where it ended by itself)."""
+        trace = pair.trace
+        if killed_for is None and (trace.done or trace.lost is not None):
+            for child, wait in ((pair.judge, 5.0), (pair.learner, LEARNER_EXIT_WAIT_S)):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=wait)
+        learner_exit = pair.learner.poll()
+        if pair.cgroup is not None:
+            pair.cgroup.kill()  # every process and thread of the run, wherever it went
+        if pair.learner.host_pid:
+            kill_everything(pair.learner.pid, pair.token)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pair.judge.pid, signal.SIGKILL)
+        pair.learner.wait()
+        pair.judge.wait()
+        if pair.cgroup is not None:
+            pair.cgroup.remove()
+        self.drain(pair.learner.stdout, self.output)
+        self.drain(pair.judge.stdout, self.judge_output)
+        os.close(pair.channel)
+        if pair.cell_started:
+            self.top_level_spent += time.monotonic() - pair.cell_started[-1]
+        return learner_exit
+
+    @staticmethod
+    def drain(stream: IO[bytes], into: _Output) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while select.select([stream], [], [], 0)[0]:
+                chunk = os.read(stream.fileno(), 65536)
+                if not chunk:
+                    break
+                into.add(chunk)
+        stream.close()
+
+    def messages(self, pair: _Pair, chunk: bytes) -> list[object]:
+        """The judge's signed messages in this chunk, folded into the run's trace."""
+        pair.buffer += chunk
+        *lines, pair.buffer = pair.buffer.split(b"\n")
+        found = []
+        for line in lines:
+            message = parse(pair.key, line)
+            if message is None:
+                pair.forged += 1
+                continue
+            message = self.limited(pair, message)
+            if isinstance(message, TopLevelEvent) and message.event == "cell_start":
+                pair.cell_started.append(time.monotonic())
+            elif isinstance(message, TopLevelEvent) and message.event == "cell_end" and pair.cell_started:
+                self.top_level_spent += time.monotonic() - pair.cell_started.pop()
+            pair.trace.add(message)
+            found.append(message)
+            if isinstance(message, (Done, LearnerLost)):
+                break
+        return found
+
+    def limited(self, pair: _Pair, message: object) -> object:
+        """A check during which the kernel refused the learner a process or a thread ran into the
+        process limit, whatever the learner's code made of the refusal (the cgroup says so)."""
+        if pair.cgroup is None:
+            return message
+        if isinstance(message, CheckStarted):
+            pair.refused = pair.cgroup.limit_hits()
+        elif isinstance(message, CheckEnded) and message.status != "passed" and pair.cgroup.limit_hits() > pair.refused:
+            return dataclasses.replace(message, status="error", message="process_limit",
+                                       params={"limit": str(self.limits.max_processes)})
+        return message
+
+    def context(self) -> Context:
+        pending = tuple(c.id for c in self.pending())
+        return Context(pending, {c.id: c.exercise for c in self.checks.values()},
+                       {ex: (s.module, s.origin) for ex, s in self.sources.items()}, self.limits.cell_timeout_s,
+                       self.limits.max_processes, self.limits.cpu_seconds, first_run=self.runs == 0)
+
+    def apply(self, settled: Settled) -> None:
+        if settled.device is not None and self.device_info is None:
+            self.device_info = settled.device
+        if settled.grader_error is not None:
+            self.grader_error = settled.grader_error
+            return
+        self.outcomes.update(settled.outcomes)
+        for stop in settled.stops:
+            self.stops.setdefault((stop.module, stop.index), stop)
+        for key, kept in settled.kept.items():  # what a skipped cell still defined, for its earlier record
+            if key in self.stops and not self.stops[key].kept:
+                self.stops[key] = dataclasses.replace(self.stops[key], kept=kept)
+        self.skip.update(settled.skip)
+        self.timed_out.update(settled.timed_out)
+        self.notes.extend(note for note in settled.notes if note not in self.notes)

@@ -1,0 +1,179 @@
+"""Turn what the sandbox saw into scored results: points, statuses, messages, hints."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+
+from grader.course import Course, Exercise
+from grader.errors import GraderFailure
+from grader.intake.submission import LoadProblem, Submission
+from grader.score import texts
+from grader.score.results import (
+    CheckOutcome,
+    CheckResult,
+    CheckStatus,
+    DeviceInfo,
+    ExerciseResult,
+    ExerciseStatus,
+    IsolationInfo,
+    Report,
+    TopLevelStop,
+)
+from grader.wire.messages import CellStop, Limits, Source
+
+# A file that cannot be used is an error, except an empty one: nothing was attempted.
+_PROBLEM_STATUS: dict[str, CheckStatus] = {
+    "undecodable": "error", "bad_notebook": "error", "unsupported": "error", "empty": "not_attempted",
+}
+_MISSING_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def problem_outcome(check_id: str, problem: LoadProblem) -> CheckOutcome:
+    where = problem.origin
+    if problem.cell is not None:
+        where += f", cell {problem.cell}"
+    if problem.line is not None:
+        where += f", line {problem.line}"
+    return CheckOutcome(check_id, _PROBLEM_STATUS[problem.kind], f"load_{problem.kind}",
+                        {"where": where, "detail": problem.detail}, "static")
+
+
+def absent_outcome(check_id: str, exercise: Exercise, submission: Submission) -> CheckOutcome:
+    expected = f"{exercise.module}.py / {exercise.module}.ipynb" if submission.path.is_dir() else exercise.module
+    return CheckOutcome(check_id, "not_attempted", "absent", {"expected": expected}, "static")
+
+
+def _sources_by_module(submission: Submission) -> dict[str, Source]:
+    return {source.module: source for source in submission.sources.values()}
+
+
+def stop_where(source: Source | None, stop: CellStop) -> str:
+    """Where a cell stopped, as the learner finds it: "bai14.ipynb, In [8], line 2" or "bai.py, line 12"."""
+    if source is None or not 0 <= stop.index < len(source.cells):
+        return stop.label
+    cell = source.cells[stop.index]
+    if not source.numbered:
+        return f"{source.origin}, line {cell.start + (stop.line or 1) - 1}"
+    return f"{source.origin}, {cell.label}" + (f", line {stop.line}" if stop.line else "")
+
+
+def top_level_stops(submission: Submission, stops: Iterable[CellStop], lang: str,
+                    limits: Limits) -> tuple[TopLevelStop, ...]:
+    """The learner's stopped cells as the report shows them, in the submission's order."""
+    sources = _sources_by_module(submission)
+    order = {module: n for n, module in enumerate(sources)}
+    found = []
+    for stop in sorted(stops, key=lambda s: (order.get(s.module, len(order)), s.index)):
+        where = stop_where(sources.get(stop.module), stop)
+        missing = _MISSING_MODULE.search(stop.error)
+        params = {"where": where, "error": stop.error, "limit": f"{limits.cell_timeout_s:g}",
+                  "budget": f"{limits.top_level_timeout_s:g}", "module": missing[1] if missing else "?"}
+        message = texts.render(lang, f"top_level.{stop.kind}", params)
+        if stop.kept:
+            message += " " + texts.render(lang, "top_level.kept", {"kept": ", ".join(stop.kept)})
+        found.append(TopLevelStop(where, stop.kind, stop.error, message, stop.kept))
+    return tuple(found)
+
+
+def explain_missing(outcomes: Mapping[str, CheckOutcome], submission: Submission,
+                    stops: Iterable[CellStop]) -> dict[str, CheckOutcome]:
+    """A function "not attempted" because the cell that defines it stopped is an error there, not
+    a mystery: the check says which cell and why (a syntax error, a failing decorator)."""
+    sources = _sources_by_module(submission)
+    stops = list(stops)
+    explained = dict(outcomes)
+    for check_id, outcome in outcomes.items():
+        function = outcome.params.get("function", "")
+        if outcome.status != "not_attempted" or not function.isidentifier():
+            continue
+        defines = re.compile(rf"^\s*(async\s+def|def|class)\s+{re.escape(function)}\b|^{re.escape(function)}\s*[:=]",
+                             re.MULTILINE)
+        for stop in stops:
+            source = sources.get(stop.module)
+            if source is None or function in stop.kept or not 0 <= stop.index < len(source.cells):
+                continue
+            if defines.search(source.cell_text(source.cells[stop.index])):
+                params = {"function": function, "where": stop_where(source, stop), "error": stop.error}
+                explained[check_id] = dataclasses.replace(outcome, status="error", message_id="function_not_defined",
+                                                          params=params)
+                break
+    return explained
+
+
+def exercise_status(checks: tuple[CheckResult, ...], score: float, max_score: float) -> ExerciseStatus:
+    statuses = {c.status for c in checks}
+    if statuses <= {"not_attempted"}:
+        return "not_attempted"
+    if statuses == {"skipped"}:  # not graded: the grader could not run its checks
+        return "error"
+    if score >= max_score - 1e-9:
+        return "passed"
+    if score > 0:
+        return "partial"
+    if "timeout" in statuses:
+        return "timeout"
+    if "error" in statuses:
+        return "error"
+    return "failed"
+
+
+def score_exercise(exercise: Exercise, outcomes: Mapping[str, CheckOutcome], lang: str) -> ExerciseResult:
+    results = []
+    for spec in exercise.checks:
+        outcome = outcomes.get(spec.id) or CheckOutcome(spec.id, "error", "child_failed", {"code": "?"})
+        passed = outcome.status == "passed"
+        results.append(CheckResult(
+            id=spec.id,
+            status=outcome.status,
+            points=spec.points if passed else 0.0,
+            max_points=spec.points,
+            message="" if passed else texts.render(lang, outcome.message_id, outcome.params),
+            hint=("" if passed or outcome.status in ("not_attempted", "skipped")
+                  else texts.hint(lang, spec.test_file)),
+            mode=outcome.mode,
+            visibility=spec.visibility,
+            duration_s=outcome.duration_s,
+            devices=outcome.devices,
+        ))
+    checks = tuple(results)
+    score = sum(c.points for c in checks)
+    return ExerciseResult(exercise.id, exercise.title[lang], exercise_status(checks, score, exercise.max_score),
+                          score, exercise.max_score, checks)
+
+
+def failure_text(failure: GraderFailure, lang: str) -> str:
+    return texts.render(lang, f"grader_error.{failure.kind}", {"error": failure.error})
+
+
+def build_report(course: Course, submission: Submission, exercises: tuple[Exercise, ...],
+                 outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: str, seconds: float,
+                 version: str, notes: tuple[str, ...] = (), output: str = "",
+                 failure: GraderFailure | None = None, top_level: tuple[TopLevelStop, ...] = (),
+                 isolation: IsolationInfo | None = None) -> Report:
+    """The scored report. With ``failure`` the grader could not grade at all: every check is
+    skipped, whatever ``outcomes`` hold, and the report names the cause."""
+    reason = ""
+    if failure is not None:
+        reason = failure_text(failure, lang)
+        outcomes = {c.id: CheckOutcome(c.id, "skipped", "not_graded", {"reason": reason}, "static")
+                    for ex in exercises for c in ex.checks}
+        notes = (*notes, "grader_failed") if "grader_failed" not in notes else notes
+    scored = tuple(score_exercise(ex, outcomes, lang) for ex in exercises)
+    return Report(
+        learner=submission.learner,
+        submission=str(submission.path),
+        score=sum(e.score for e in scored),
+        max_score=sum(e.max_score for e in scored),
+        device=device,
+        exercises=scored,
+        lang=lang,
+        grading_seconds=round(seconds, 2),
+        grader_version=version,
+        notes=notes,
+        output=output,
+        grader_error=reason,
+        top_level=top_level if failure is None else (),
+        isolation=isolation or IsolationInfo(),
+    )

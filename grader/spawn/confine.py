@@ -1,0 +1,108 @@
+"""What a child process does to itself before its role's main runs: the start-up that happens
+in each child, exec'd (grader/run/launch.py) or forked from a server (grader/spawn/forkserver.py).
+
+Its own session and the course's resource limits; inside a forked, isolated learner process a
+fresh pid and mount namespace with a new work dir (``enter_run``), its run's cgroup
+(``join_cgroup``) and nobody's uid (``drop_privileges``). Runs in the learner process and in the
+fork servers, so it imports nothing of the grader but the wire (grader/layout.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import signal
+
+from grader.wire.messages import Limits
+
+FIRST_FD = 3  # where a child finds the fds it was passed, in order
+TOKEN_VAR = "GRADER_RUN_TOKEN"  # every learner process of a run carries it (grader/run/reaper.py)
+NOBODY = 65534
+HOME = "/learner"  # the learner's work dir inside the sandbox: a tmpfs, the only writable place
+
+
+def apply_limits(limits: Limits | None) -> None:
+    """In the child, before anything of the learner's: its own session and the course's limits."""
+    os.setsid()
+    if limits is None:
+        return
+    mib = 1024 * 1024
+    for which, value in (
+        # Data, not address space: a CUDA context reserves tens of GiB of address space it
+        # never touches, which RLIMIT_AS would refuse; private memory is what a grab uses.
+        (resource.RLIMIT_DATA, limits.memory_mb * mib),
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * mib),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        # The hard CPU limit a little above the soft one: at the soft limit the kernel sends
+        # SIGXCPU, which the report can name; at the hard one only an anonymous SIGKILL.
+        hard = value + 5 if which == resource.RLIMIT_CPU else value
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(which, (value, hard))
+    # A write past the file-size limit then fails with EFBIG in the learner's code (a
+    # result with a message) instead of killing the process with SIGXFSZ.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+# -- in a forked learner process, inside the server's sandbox (grader/spawn/forkserver.py) --------------
+_CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+_PR_SET_NO_NEW_PRIVS, _PR_SET_PDEATHSIG = 38, 1
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _exit_like(status: int) -> None:
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def enter_run(work_mb: int) -> None:
+    """Go on in a fresh pid and mount namespace, with a new /proc and a new empty tmpfs work dir,
+    as its second process: its first, an init that stays root (not signalable by the learner
+    process), waits for it and ends with it — and with the init the kernel ends the rest. The
+    process that called this waits too, and exits as the init did (128 + a signal)."""
+    libc = _libc()
+    _check(libc.unshare(_CLONE_NEWPID | _CLONE_NEWNS), "unshare")
+    init = os.fork()
+    if init:
+        _exit_like(os.waitpid(init, 0)[1])
+    _check(libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl")
+    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mount /proc")
+    options = f"size={work_mb * 1024 * 1024},mode=0777".encode()
+    _check(libc.mount(b"tmpfs", HOME.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options), f"mount {HOME}")
+    os.mkdir(f"{HOME}/tmp", 0o1777)
+    os.chmod(f"{HOME}/tmp", 0o1777)
+    learner = os.fork()
+    if not learner:
+        _check(libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl")
+        return
+    while True:  # the init: reap whatever is orphaned to it, until the learner process ends
+        pid, status = os.wait()
+        if pid == learner:
+            _exit_like(status)
+
+
+def drop_privileges() -> None:
+    """Become nobody, with no capability and no way to gain one (setuid from root clears them)."""
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+    _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+
+
+def join_cgroup(fd: int) -> None:
+    """In the learner process, before it runs anything: into its run's cgroup."""
+    os.write(fd, b"0")
+    os.close(fd)

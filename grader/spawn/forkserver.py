@@ -1,0 +1,146 @@
+"""A fork server: imports what one role needs once, then forks a child per request.
+
+``python -m grader.spawn.forkserver ROLE FD`` (started by grader/run/launch.py ``ForkServer``). The server
+imports and does nothing else: it never touches CUDA (it checks, and refuses to serve if an
+import did), so each child creates its own CUDA context, as with multiprocessing's forkserver.
+A forked child becomes what grader/run/launch.py would have exec'd — its own session, the course's
+resource limits (learner processes), the run's environment and work dir, stdin and stdout on
+fds 0-2 and the fds it was passed from 3 on — and runs the role's ``main()``.
+
+The run token: grader/run/sandbox.py finds a run's learner processes by the token in
+/proc/<pid>/environ, which shows the environment a process was *started* with — for a forked
+child, the server's. So the learner server starts with a placeholder of the token's length and
+each child overwrites it in place, in the memory /proc reads: the child, and whatever it forks
+without exec, then carry the run's token as if exec'd with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+from typing import Any
+
+from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privileges, enter_run, join_cgroup
+from grader.wire.messages import Limits
+
+# Imported once by a server; a judge's checks themselves are imported by pytest in each child.
+PRELOAD = {
+    "judge": ("torch", "torch._dynamo", "numpy", "pytest", "_pytest.python", "pytest_timeout",
+              "grader.judge.__main__", "grader.judge.api"),
+    "learner": ("torch", "torch._dynamo", "numpy", "grader.learner.__main__", "grader.learner.runner"),
+}
+
+
+def _write_token_in_place(name: str, value: str) -> None:
+    """Overwrite ``name=<placeholder>`` in the environment block this process started with."""
+    libc = ctypes.CDLL(None)
+    environ = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
+    prefix = f"{name}=".encode()
+    i = 0
+    while environ[i]:
+        entry = ctypes.string_at(environ[i])
+        if entry.startswith(prefix) and len(entry) == len(prefix) + len(value):
+            ctypes.memmove(environ[i], prefix + value.encode(), len(entry))
+            return
+        i += 1
+
+
+def _isolate(work_mb: int, cgroup_fd: int | None) -> None:
+    """Inside the server's sandbox: the run's cgroup (this process and the init it forks too), then
+    a pid and mount namespace of its own (grader/run/isolation.py); nobody's uid comes after the limits."""
+    if cgroup_fd is not None:
+        join_cgroup(cgroup_fd)
+    enter_run(work_mb)
+
+
+def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: list[int],  # noqa: PLR0917
+                  isolated: bool, work_mb: int) -> None:
+    code = 1
+    try:
+        sock.close()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        cgroup_fd = fds.pop() if request.get("cgroup") else None
+        if isolated:
+            _isolate(work_mb, cgroup_fd)
+        elif cgroup_fd is not None:
+            join_cgroup(cgroup_fd)
+        targets = (0, 1, *range(FIRST_FD, FIRST_FD + len(fds) - 2))
+        moved = [os.dup(fd) for fd in fds]  # out of the way first: a target may be another's source
+        for fd in fds:
+            os.close(fd)
+        for target, fd in zip(targets, moved, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.dup2(1, 2)
+        limits = request["limits"]
+        apply_limits(Limits(**limits) if limits else None)
+        if isolated:
+            drop_privileges()
+        env: dict[str, str] = request["env"]
+        if role == "learner" and TOKEN_VAR in env:
+            # The token first, in the block /proc shows; then os.environ, which exec'd descendants inherit.
+            _write_token_in_place(TOKEN_VAR, env[TOKEN_VAR])
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(request["cwd"])
+        threads = env.get("OMP_NUM_THREADS", "")
+        if threads.isdigit() and int(threads) > 0:  # libgomp read the variable when the server loaded it
+            import torch
+
+            torch.set_num_threads(int(threads))
+        if role == "judge":
+            from grader.judge.__main__ import main as judge_main
+
+            code = judge_main()
+        else:
+            from grader.learner.__main__ import main
+
+            code = main(FIRST_FD, str(request["device"]))
+    except BaseException:  # noqa: BLE001 - whatever happens, this process must not return to the server loop
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def serve(role: str, fd: int, isolated: bool = False, work_mb: int = 256) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=fd)
+    for name in PRELOAD[role]:
+        importlib.import_module(name)
+    import torch
+
+    if torch.cuda.is_initialized():  # an import touched CUDA: a forked child could not use it
+        sock.send(json.dumps({"ready": False}).encode())
+        return
+    gc.freeze()  # children's collections skip the preloaded heap, and leave its pages shared
+    sock.send(json.dumps({"ready": True}).encode())
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
+        except OSError:
+            return
+        if not data:
+            return  # the grader closed its end
+        pid = os.fork()
+        if pid == 0:
+            _become_child(role, sock, json.loads(data), fds, isolated, work_mb)
+        for received in fds:
+            os.close(received)
+        sock.send(json.dumps({"pid": pid}).encode())
+        _, status = os.waitpid(pid, 0)
+        with contextlib.suppress(OSError):
+            sock.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+
+
+if __name__ == "__main__":
+    isolated = len(sys.argv) > 3 and sys.argv[3] == "isolated"
+    serve(sys.argv[1], int(sys.argv[2]), isolated, int(sys.argv[4]) if isolated else 256)
