@@ -18,7 +18,7 @@ import yaml
 from grader.intake.submission import load_submission
 from grader.learner import torchstate
 from grader.learner.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
-from grader.learner.toplevel import TopLevel, TopLevelLimits
+from grader.learner.toplevel import TopLevel, TopLevelLimits, importing
 from grader.wire.messages import TopLevelEvent
 from tests.conftest import course_with, folder_with, run_cli, solution_text
 from tests.notebooks._snippets import EX5_LESSON
@@ -149,6 +149,49 @@ def test_a_limit_that_lands_inside_an_import_waits_for_it(run: Any, tmp_path: Pa
                         TopLevelLimits(cell_timeout_s=0.3))
     assert heard.stops() == [("In [1]", "timeout", 2)]  # cut after the import, in the loop
     assert module.value == 42
+
+
+def test_a_limit_landing_in_the_graders_own_code_inside_an_import_waits_for_it(run: Any, tmp_path: Path) -> None:
+    """An import runs the grader's code inside it: the top level's ``find_spec`` for every module
+    (sympy has hundreds), a stand-in's or the meter's torch mode for every op a module body runs.
+    A limit landing there is still inside the import. Before, the walk stopped at the first grader
+    frame and cut the import: on a busy machine a correct notebook scored 70/100 ("module 'sympy'
+    has no attribute 'core'"). Here the slow submodule spends its time in the grader's code."""
+    package = tmp_path / "gradercalls"
+    package.mkdir()
+    (package / "__init__.py").write_text("import gradercalls.fast\nimport gradercalls.slow\n", encoding="utf-8")
+    (package / "fast.py").write_text("VALUE = 7\n", encoding="utf-8")
+    (package / "slow.py").write_text(
+        "import os, time\nfrom grader.wire.codec import encode_plain\n"
+        "if not os.path.exists('imported_once'):\n    open('imported_once', 'w').close()\n"
+        "    started = time.monotonic()\n    while time.monotonic() - started < 0.6:\n"
+        "        encode_plain([[i, (i, str(i))] for i in range(200)])\n", encoding="utf-8")
+    module, heard = run(["import gradercalls\nwhile True:\n    pass",
+                         "import gradercalls.fast\nvalue = gradercalls.fast.VALUE"], TopLevelLimits(cell_timeout_s=0.3))
+    assert heard.stops() == [("In [1]", "timeout", 2)]  # cut after the import, in the loop
+    assert module.value == 7
+
+
+def _frames(*filenames: str) -> list[Any]:
+    """A chain of stand-in frames, innermost first (only what importing() reads)."""
+    frames: list[Any] = []
+    for name in reversed(filenames):
+        frames.insert(0, type("Frame", (), {"f_code": type("Code", (), {"co_filename": name})(),
+                                            "f_back": frames[0] if frames else None})())
+    return frames
+
+
+def test_the_import_rule_walks_up_to_the_frame_that_armed_the_limit() -> None:
+    grader = str(Path(__file__).resolve().parent.parent / "grader" / "learner" / "toplevel.py")
+    importlib_frame = "<frozen importlib._bootstrap>"
+    # A limit landing in the grader's find_spec, inside an import the learner's cell started.
+    inner = _frames(grader, importlib_frame, "/learner/bai.py", grader, importlib_frame)
+    assert importing(inner[0], inner[3])
+    # A limit landing in the learner's loop: the import above the frame that armed it (the learner's
+    # own module, which the top level runs as an import) does not count.
+    loop = _frames("/learner/bai.py", grader, importlib_frame)
+    assert not importing(loop[0], loop[1])
+    assert not importing(None, None)
 
 
 def test_what_a_cell_grabbed_before_running_out_of_memory_is_dropped(run: Any) -> None:

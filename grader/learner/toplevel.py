@@ -45,7 +45,6 @@ from typing import Any
 
 from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
-from grader.paths import PACKAGE_DIR
 from grader.wire.messages import Cell, CellStop, Source, StopKind, TopLevelEvent
 
 # What the learner's code running out of memory looks like from inside the process.
@@ -57,7 +56,6 @@ NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "c
 DEFINITIONS_ALLOWANCE_S = 5.0  # for the definitions of a cell that stopped (an import can be slow)
 # A limit that lands inside an import waits for it: the alarm comes back this often until it is done.
 IMPORT_RETRY_S = 0.05
-_GRADER_DIR = str(PACKAGE_DIR) + os.sep
 Listener = Callable[[TopLevelEvent], None]
 
 
@@ -154,6 +152,9 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         # later calls of them are answered at once (grader/learner/calls.py).
         self.timed_out: set[str] = set()
         self._deadlines: list[float] = []  # the running cells' deadlines (a cell may import a module)
+        # The frames that armed each deadline (a cell's runner, a call's): an import started below
+        # the innermost one is the learner's code's (or PyTorch's, for it), and is waited for.
+        self._armed_by: list[types.FrameType | None] = []
         self._previous_handler: Any = None
         sys.meta_path.insert(0, self)
 
@@ -270,6 +271,12 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                     kept += _bound_names(node)
         return tuple(dict.fromkeys(kept))
 
+    def _on_alarm(self, signum: int, frame: types.FrameType | None) -> None:
+        if importing(frame, self._armed_by[-1] if self._armed_by else None):
+            signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)  # cut just after the import instead
+            return
+        raise TimeUp
+
     @contextlib.contextmanager
     def alarm(self, seconds: float) -> Iterator[None]:
         """SIGALRM raises TimeUp in the learner's code after ``seconds`` (or the enclosing deadline);
@@ -280,8 +287,10 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if self._deadlines:
             deadline = min(deadline, self._deadlines[-1])
         else:
-            self._previous_handler = signal.signal(signal.SIGALRM, _on_alarm)
+            self._previous_handler = signal.signal(signal.SIGALRM, self._on_alarm)
         self._deadlines.append(deadline)
+        # The frame of the `with self.alarm(...)` statement: this generator's, contextlib's __enter__'s, then it.
+        self._armed_by.append(sys._getframe(2))
         signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
         try:
             yield
@@ -293,6 +302,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             if interrupted:
                 torchstate.restore(modes)
             self._deadlines.pop()
+            self._armed_by.pop()
             if self._deadlines:
                 signal.setitimer(signal.ITIMER_REAL, max(self._deadlines[-1] - time.monotonic(), 0.001))
             else:
@@ -314,22 +324,21 @@ def _parse(code: str, filename: str, first_line: int) -> ast.Module:
     return tree
 
 
-def _on_alarm(signum: int, frame: types.FrameType | None) -> None:
-    if _importing(frame):
-        signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)  # cut just after the import instead
-        return
-    raise TimeUp
+def importing(frame: types.FrameType | None, armed_by: types.FrameType | None) -> bool:
+    """Whether the interrupted code is inside an import that the learner's code (or PyTorch, for
+    it) started: an importlib frame between the innermost frame and the frame that armed the limit.
 
-
-def _importing(frame: types.FrameType | None) -> bool:
-    """Whether the interrupted code is inside an import that the learner's code (or PyTorch's, for
-    it) started: between the innermost frame and the nearest grader frame, an importlib frame."""
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename.startswith("<frozen importlib"):
+    The whole way up, through the grader's own frames too: an import runs the grader's code inside
+    it (this module's ``find_spec`` for every module imported, a stand-in's or the meter's torch
+    mode for every op a module's body runs), and a limit landing there is still inside the import.
+    Stopping at the first grader frame cut such imports halfway — sympy's hundreds of modules
+    each pass through ``find_spec`` — and broke every later training in the process ("module
+    'sympy' has no attribute 'core'": 70/100 for a correct notebook on a busy machine). The walk
+    stops at the frame that armed the limit: the learner's own module, which the top level runs
+    *as* an import above it, is still cut."""
+    while frame is not None and frame is not armed_by:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True
-        if filename.startswith(_GRADER_DIR):
-            return False  # the top level's own import of the learner module, or the grader's code
         frame = frame.f_back
     return False
 
