@@ -148,7 +148,7 @@ def test_pip_installed_bundle_finds_its_course(bundle: Path, tmp_path: Path) -> 
            "--disable-pip-version-check", "--target", str(site), str(source)]
     proc = subprocess.run(pip, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
-    for name in ("course.yaml", "checks/pytest.ini", "messages/en.yaml",
+    for name in ("course.yaml", "checks/pytest.ini", "score/texts/en.yaml",
                  "checks/ex1_device/test_pick_device_returns_device.py"):
         assert (site / "grader" / name).is_file(), name
     elsewhere = tmp_path / "elsewhere"

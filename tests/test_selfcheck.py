@@ -101,7 +101,7 @@ def test_mistakes_are_shown_and_never_raise(tmp_path: Path, monkeypatch: pytest.
         v4.new_code_cell('import grader\n\nr = grader.check(lang="en")'),
         v4.new_code_cell(RESULT_CELL),
         v4.new_code_cell('r = grader.check("ex9")'),
-        v4.new_code_cell("import grader.selfcheck\n\n"
+        v4.new_code_cell("import grader.commands.selfcheck\n\n"
                          "def boom(*args, **kwargs):\n    raise RuntimeError('grader bug')\n\n"
                          "grader.commands.selfcheck.grade_public = boom\n"
                          'r = grader.check("ex1", lang="en")'),
