@@ -7,7 +7,7 @@ Measures, on this machine:
   * seconds to grade one full submission (solutions/) with ``grader grade``;
   * seconds per learner for a class (copies of solutions/, the correct styles, the stubs and
     solutions with one known mistake each) with ``grader batch --workers 1`` and ``--workers 2``,
-    and ``--workers 2`` with ``GRADER_FORKSERVER=0`` (every sandbox a fresh Python) and with
+    and ``--workers 2`` with ``--no-fork-server`` (every sandbox a fresh Python) and with
     ``--isolation none`` (no bubblewrap: what isolation costs, target <= 15% per learner);
   * where one grade's time goes: process start, imports, each exercise's checks (from the
     report's per-check ``seconds``), and the rest (the sandboxed child starting up).
@@ -89,8 +89,8 @@ def make_class(root: Path, size: int) -> Path:
 def batch(cls: Path, out: Path, workers: int, device: str, *, fork_server: bool = True,
           isolation: str = "auto") -> float:
     return timed([sys.executable, "-m", "grader", "batch", str(cls), "-o", str(out), "--workers", str(workers),
-                  "--force", "--quiet", "--device", device, "--lang", "en", "--isolation", isolation],
-                 env={"GRADER_FORKSERVER": "1" if fork_server else "0"})
+                  "--force", "--quiet", "--device", device, "--lang", "en", "--isolation", isolation,
+                  *([] if fork_server else ["--no-fork-server"])])
 
 
 def breakdown(report: dict[str, Any]) -> dict[str, float]:
@@ -159,7 +159,7 @@ def main() -> int:
             graded = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in out.glob("learner*.yaml")]
             mean_grade = statistics.fmean(float(r["grading_seconds"]) for r in graded)
             mean_checks = statistics.fmean(sum(breakdown(r).values()) for r in graded)
-            label = (f"--workers {workers}" + ("" if fork_server else ", GRADER_FORKSERVER=0")
+            label = (f"--workers {workers}" + ("" if fork_server else ", --no-fork-server")
                      + ("" if isolation == "auto" else f", --isolation {isolation}"))
             print(f"class of {args.learners}, {label}:    {wall:6.1f} s wall, "
                   f"{wall / args.learners:5.2f} s per learner, {args.learners / wall * 60:5.1f} learners/min")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import platform
 import shutil
 import sys
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from grader.course import load_course  # noqa: E402
 from grader.grading import grade  # noqa: E402
 from grader.run.launch import ForkLauncher, Launcher  # noqa: E402
+from grader.run.share import Share  # noqa: E402
 from grader.score.results import Report  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES, Mistake, mistakes  # noqa: E402
 
@@ -98,9 +98,10 @@ def _load(path: Path, name: str) -> Any:
 def _probe(torch: Any) -> list[str]:
     """The figures the real-GPU thresholds rest on, measured here (each line may fail alone)."""
     from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TOTAL_RATIO
-    from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
+    from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET
     from grader.judge.devices import runs_amp
     from grader.learner.sessions import RealSession, hello
+    from grader.wire.messages import MiB
 
     if not torch.cuda.is_available():
         return ["no CUDA device: nothing probed"]
@@ -141,8 +142,6 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--out", type=Path, default=None, help="also write the table as Markdown here")
     args = parser.parse_args()
-    # Each worker's grading child gets its share of the GPU's memory (see devices.gpu_share).
-    os.environ["GRADER_GPU_SHARE"] = f"{1 / max(args.workers, 1):.3f}"
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
@@ -150,7 +149,9 @@ def main() -> int:
     started = time.monotonic()
     try:
         # As `grader batch` does: each worker forks its processes from warm servers (grader/run/launch.py).
-        with ForkLauncher() as launcher, ThreadPoolExecutor(args.workers) as pool:
+        # Each worker's learner process gets its share of the GPU's memory (grader/run/share.py).
+        share = Share(gpu=round(1 / max(args.workers, 1), 4))
+        with ForkLauncher(share) as launcher, ThreadPoolExecutor(args.workers) as pool:
             jobs = [pool.submit(_grade_correct, name, path, args.device, work, launcher)
                     for name, path in CORRECT_STYLES.items()]
             jobs.append(pool.submit(_grade_stubs, args.device, work, launcher))

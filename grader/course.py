@@ -10,7 +10,7 @@ import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 
@@ -20,7 +20,7 @@ from grader.wire.messages import Limits
 
 Visibility = Literal["public", "hidden"]
 Lang = Literal["vi", "en"]
-LANGS: tuple[Lang, ...] = ("vi", "en")
+LANGS: tuple[Lang, ...] = get_args(Lang)
 TOTAL_POINTS = 100.0
 # `release: public` marks a learner's copy (grader release): hidden checks and solution paths
 # were removed, so its points add up to the public total, not to TOTAL_POINTS.
@@ -28,6 +28,11 @@ Release = Literal["public"]
 # Gradescope's own visibility values for a test (see grader/outputs/gradescope.py).
 GradescopeVisibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 GRADESCOPE_VISIBILITIES: tuple[GradescopeVisibility, ...] = ("visible", "hidden", "after_due_date", "after_published")
+
+
+def lang_of(value: object) -> Lang | None:
+    """``value`` as one of the course's languages, or None (a learner's ``grader.check(lang=...)``)."""
+    return next((lang for lang in LANGS if lang == value), None)
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,8 @@ class _Validator:
         fields = Limits.__dataclass_fields__
         raw = self.mapping("limits", raw, set(), set(fields))
         values = {key: self.number(f"limits.{key}", val) for key, val in raw.items()}
-        return Limits(**{k: (int(v) if fields[k].type == "int" else v) for k, v in values.items()})
+        typed: dict[str, Any] = {k: (int(v) if fields[k].type == "int" else v) for k, v in values.items()}
+        return Limits(**typed)
 
     def exercise(self, where: str, raw: object, default_timeout: float) -> Exercise:
         required = {"id", "module", "title", "functions", "checks"}

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Literal
+
+from grader.wire.messages import GraderFailureKind
 
 
 class ExitCode(enum.IntEnum):
@@ -24,10 +25,6 @@ class GraderError(Exception):
     def __init__(self, message: str, exit_code: ExitCode = ExitCode.USAGE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-# Why the grader could not grade a submission at all; its message is grader_error.<kind>.
-GraderFailureKind = Literal["checks_not_loaded", "child_start_failed", "pytest_failed", "nothing_ran", "internal"]
 
 
 @dataclass(frozen=True)

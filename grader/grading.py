@@ -13,20 +13,20 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from grader import __version__
-from grader.course import CheckSpec, Course, Visibility
+from grader.course import CheckSpec, Course, Lang, Visibility
 from grader.errors import GraderError, GraderFailure
 from grader.intake.submission import Submission, load_submission
 from grader.run.isolation import probe
 from grader.run.launch import ExecLauncher, Launcher
 from grader.run.sandbox import run_checks
-from grader.score.results import CheckOutcome, DeviceInfo, IsolationInfo, Report
+from grader.score.results import CheckOutcome, DeviceInfo, IsolationInfo, Report, TopLevelStop
 from grader.score.scoring import absent_outcome, build_report, explain_missing, problem_outcome, top_level_stops
+from grader.wire.messages import RequestedDevice
 
 UNKNOWN_DEVICE = DeviceInfo("unknown", "unknown", "unknown")
-DEVICES = ("auto", "cpu", "cuda", "mps")  # what --device / grade(device=) accept
 
 
-def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
+def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang: Lang = "vi",
           visibility: Iterable[Visibility] = ("public", "hidden"),
           exercises: Iterable[str] | None = None, launcher: Launcher | None = None) -> Report:
     """Grade the submission at ``path``; its processes start with ``launcher`` (grader/run/launch.py:
@@ -53,7 +53,7 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
     notes: tuple[str, ...] = ()
     output = ""
     failure: GraderFailure | None = None
-    top_level = ()
+    top_level: tuple[TopLevelStop, ...] = ()
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
         run = run_checks(sources, to_run, device=device, limits=course.limits, launcher=launcher)
@@ -69,14 +69,14 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
                         isolation=IsolationInfo(launcher.isolation.mode, launcher.isolation.missing))
 
 
-def failed_report(path: Path, course: Course, reason: str, lang: str) -> Report:
+def failed_report(path: Path, course: Course, reason: str, lang: Lang) -> Report:
     """Grading itself broke (a bug in the grader's process): every check is skipped, with the reason."""
     submission = Submission(learner=path.stem if path.is_file() else path.name, path=path, sources={}, problems={})
     return build_report(course, submission, course.exercises, {}, device=UNKNOWN_DEVICE, lang=lang,
                         seconds=0.0, version=__version__, failure=GraderFailure("internal", reason))
 
 
-def grade_or_failed(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
+def grade_or_failed(path: Path, course: Course, *, device: RequestedDevice = "auto", lang: Lang = "vi",
                     launcher: Launcher) -> Report:
     """``grade()``, and when the grader itself breaks (a bug), the traceback on stderr and a
     zero-score report that says why, never a traceback instead of a report. A GraderError (a

@@ -50,8 +50,9 @@ LAYERS: tuple[Layer, ...] = (
     _layer("emulation", ("emulation",), {"learner"}, {"wire", "reference"}, trusted=False),
     # The learner process: runs the learner's top level and the calls the judge asks for.
     _layer("learner", ("learner",), {"learner"}, {"root", "wire", "reference", "emulation"}, trusted=False),
-    # A child's start-up before its role's main: fork servers, limits, namespaces, privileges.
-    _layer("spawn", ("spawn",), {"judge", "learner"}, {"wire"}, starts={"judge", "learner"}),
+    # A child's start-up before its role's main: fork servers, limits, namespaces, privileges (the
+    # grader applies the limits in an exec'd child before exec, and names its conventions).
+    _layer("spawn", ("spawn",), set(EVERYWHERE), {"wire"}, starts={"judge", "learner"}),
     # The judge: pytest, its plugin, the learner process's proxy, the check author's API.
     _layer("judge", ("judge",), {"judge"}, {"root", "wire", "reference", "errors"}),
     # The checks: one module per check, their exercise's helpers, pytest's conftest.
@@ -80,10 +81,10 @@ BY_NAME: dict[str, Layer] = {layer.name: layer for layer in LAYERS}
 LEARNER_VIEW: tuple[str, ...] = tuple(part for layer in LAYERS if "learner" in layer.runs_in for part in layer.parts)
 
 
-def layer_of(module: str) -> Layer:
-    """The layer of a module of the package ("grader.wire.codec" -> wire)."""
+def layer_of(module: str, layers: tuple[Layer, ...] = LAYERS) -> Layer:
+    """The layer of a module of the package ("grader.wire.codec" -> wire); KeyError for none."""
     relative = module.split(".")[1:]
-    for layer in LAYERS:
+    for layer in layers:
         for part in layer.parts:
             name = part.removesuffix(".py").split("/")
             if relative[: len(name)] == name or (part == "__init__.py" and not relative):

@@ -136,6 +136,21 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str,
+               build: Callable[[Path], None]) -> Path:
+    """``build(folder)`` run once for the whole test run, by the first xdist worker to get here; the
+    others wait for it and share its folder (what a grading of many submissions must do)."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    folder = shared / name
+    with _locked(shared / f"{name}.lock"):
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
 def class_learners() -> dict[str, Path]:
     """Learner name -> submission, for every known submission: the correct styles (a folder), the
     one-mistake files (a folder holding that exercise's file) and the notebook catalog (a file)."""

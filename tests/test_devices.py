@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET, MiB
+from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
 from grader.emulation.standin import StandIn
 from grader.judge.devices import runs_amp
 from grader.learner.sessions import RealSession, StandInSession, open_session
 from grader.learner.toplevel import TopLevel, TopLevelLimits
-from grader.wire.messages import Cell, CudaFacts, Hello, OpenDevice, Source
+from grader.wire.messages import Cell, CudaFacts, Hello, MiB, OpenDevice, Source
 from tests.conftest import SOLUTIONS
 
 _REAL_PERF_COUNTER = time.perf_counter

@@ -22,7 +22,7 @@ def _alive(pid: int) -> bool:
 
 
 # `grader grade` execs its child; `grader batch` forks children from a server that imported
-# torch once (grader/spawn/forkserver.py), unless GRADER_FORKSERVER=0.
+# torch once (grader/spawn/forkserver.py), unless --no-fork-server.
 SPAWNS = ["grade", "batch", "batch-exec"]
 FORKED_TOO = pytest.mark.parametrize("spawn", ["grade", "batch"])  # limits hold in both kinds of sandbox
 
@@ -30,7 +30,7 @@ FORKED_TOO = pytest.mark.parametrize("spawn", ["grade", "batch"])  # limits hold
 def _run(spawn: str, request: pytest.FixtureRequest) -> Callable[..., Graded]:
     run: Callable[..., Graded] = request.getfixturevalue("grade" if spawn == "grade" else "batch_one")
     if spawn == "batch-exec":
-        return lambda submission, *extra: run(submission, *extra, env={"GRADER_FORKSERVER": "0"})
+        return lambda submission, *extra: run(submission, *extra, "--no-fork-server")
     return run
 
 

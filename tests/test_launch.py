@@ -13,6 +13,10 @@ import pytest
 from grader.course import load_course
 from grader.grading import grade
 from grader.run import launch
+from grader.run.isolation import PASSED_ENV
+from grader.run.share import THREAD_VARS, WHOLE, machine_share
+from grader.wire.codec import decode, encode
+from grader.wire.messages import ForkRequest
 from tests.conftest import ROOT, copy_solutions
 
 
@@ -61,3 +65,18 @@ def test_no_process_module_keeps_a_switch_or_imports_another_in_a_cycle() -> Non
         for other in found:
             assert name not in imports.get(other, set()), f"{name} and {other} import each other"
     assert "spawn.forkserver" not in imports["run.sandbox"] and "run.sandbox" not in imports["run.launch"]
+
+
+def test_a_batch_worker_s_gpu_share_reaches_its_learner_process_explicitly() -> None:
+    """The share of the GPU's memory is a value carried to the learner process — its command line
+    when exec'd, its fork request when forked — never an environment variable."""
+    share = machine_share(2, {})
+    assert share.gpu == 0.5 and share.env == {var: share.env["OMP_NUM_THREADS"] for var in THREAD_VARS}
+    assert machine_share(2, {"OMP_NUM_THREADS": "7"}).env == {"MKL_NUM_THREADS": share.env["MKL_NUM_THREADS"]}
+    assert machine_share(1, {}) == WHOLE and WHOLE.gpu == 1.0
+    spawn = launch._shared(launch.Spawn("learner", {"A": "1"}, "/", (7,)), share)
+    assert spawn.gpu_share == 0.5 and spawn.env == {"A": "1", **share.env}
+    assert launch.argv(spawn, (7,))[-3:] == ["7", "auto", "0.5"]
+    request = ForkRequest(dict(spawn.env), "/", spawn.device, spawn.limits, False, spawn.gpu_share)
+    assert decode(encode(request), ForkRequest) == request
+    assert all("GPU" not in name for name in (*share.env, *PASSED_ENV))

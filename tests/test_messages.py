@@ -18,12 +18,11 @@ import pytest
 import yaml
 
 from grader.course import LANGS, load_course
-from grader.errors import GraderFailureKind
 from grader.intake.submission import ProblemKind
 from grader.paths import CHECKS_DIR, TEXTS_DIR
-from grader.score.results import CheckStatus, ExerciseStatus
+from grader.score.results import ExerciseStatus
 from grader.score.texts import check_messages, declared_texts, render
-from grader.wire.messages import RUNTIME_MESSAGES, StopKind
+from grader.wire.messages import RUNTIME_MESSAGES, CheckStatus, GraderFailureKind, StopKind
 from tests.conftest import ROOT
 
 GRADER = ROOT / "grader"

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from grader.judge.api import DeviceKind
 from grader.judge.devices import RemoteDevice, RemoteWorld, real_accelerator_type
 from grader.judge.plugin import PLUGIN_NAME
 from grader.judge.proxy import LearnerModule, LearnerProcess
@@ -70,8 +71,8 @@ def devices(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Call
     real = real_accelerator_type(learner.hello) if forced in ("auto", "cuda", "mps") else None
     on_enter = _recorder(request)
 
-    def make(*kinds: str, virtual_clock: bool = False, budget_bytes: int | None = None,
-             real_ok: Callable[[str], bool] = lambda mode: True, typed_oom: bool = False) -> list[RemoteDevice]:
+    def make(*kinds: DeviceKind, virtual_clock: bool = False, budget_bytes: int | None = None,
+             real_ok: Callable[[DeviceKind], bool] = lambda mode: True, typed_oom: bool = False) -> list[RemoteDevice]:
         return [RemoteDevice(learner, kind, standin=kind != "cpu" and not (kind == real and real_ok(kind)),
                              virtual_clock=virtual_clock, budget_bytes=budget_bytes, typed_oom=typed_oom,
                              on_enter=on_enter)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.course import Course
+from grader.course import Course, Lang
 from grader.errors import GraderError
 from grader.grading import grade_or_failed
 from grader.intake.submission import IGNORED_NAMES
@@ -60,7 +60,7 @@ def find_submission(folder: Path, modules: Iterable[str]) -> Path | None:
     return singles[0] if len(singles) == 1 else (folder if singles else None)
 
 
-def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) -> Autograded:
+def autograde(root: Path, course: Course, *, lang: Lang, isolation: Isolation) -> Autograded:
     """Grade ``root/submission`` as Gradescope lays it out; ``root/results/results.json`` is
     written whatever happens: a grader that fails still gives the learner a page that says so."""
     started = time.monotonic()
@@ -82,7 +82,7 @@ def autograde(root: Path, course: Course, *, lang: str, isolation: Isolation) ->
     return Autograded(results, report.score, report.grader_error)
 
 
-def unavailable(root: Path, lang: str, reason: str) -> Path:
+def unavailable(root: Path, lang: Lang, reason: str) -> Path:
     """Write that page where Gradescope reads it."""
     results = page_path(root)
     write_page(results, unavailable_results(lang, reason))

@@ -24,7 +24,7 @@ from typing import Literal
 from tqdm import tqdm
 
 from grader import __version__
-from grader.course import Course
+from grader.course import Course, Lang
 from grader.errors import GraderError
 from grader.grading import failed_report, grade
 from grader.intake.discover import Learner, course_sha256, discover, submission_sha256
@@ -36,10 +36,10 @@ from grader.run.isolation import NONE, Isolation, probe
 from grader.run.launch import Launcher, launcher_for_batch
 from grader.run.share import machine_share
 from grader.score.results import Report
+from grader.wire.messages import RequestedDevice
 
 # A learner with one of these names would overwrite the class-level files.
 RESERVED_LEARNERS = frozenset({SUMMARY_STEM, Path(GRADEBOOK).stem})
-FORK_VAR = "GRADER_FORKSERVER"  # "0": a batch execs every process instead of forking it from a warm server
 
 Outcome = Literal["graded", "failed"]
 
@@ -114,7 +114,7 @@ class _Book:
 class Batch:
     """One ``grader batch`` run; ``run()`` grades what is stale and writes the class files."""
 
-    def __init__(self, course: Course, out_dir: Path, *, device: str = "auto", lang: str = "vi",
+    def __init__(self, course: Course, out_dir: Path, *, device: RequestedDevice = "auto", lang: Lang = "vi",
                  workers: int = 1, force: bool = False, progress: bool = True, fork: bool = True,
                  isolation: Isolation = NONE) -> None:
         self.course, self.out_dir = course, out_dir
@@ -180,10 +180,11 @@ class Batch:
 
 
 def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int = 1, force: bool = False,
-              device: str = "auto", lang: str = "vi", shard: Shard | None = None,
-              progress: bool = True, fork: bool | None = None, isolation: Isolation | None = None) -> BatchResult:
-    """``fork`` None: fork processes from warm servers unless GRADER_FORKSERVER=0 is set;
-    ``isolation`` None: what this machine offers (grader/run/isolation.py)."""
+              device: RequestedDevice = "auto", lang: Lang = "vi", shard: Shard | None = None,
+              progress: bool = True, fork: bool = True, isolation: Isolation | None = None) -> BatchResult:
+    """``fork``: fork each run's processes from warm servers (``grader batch --no-fork-server``:
+    exec each, a fresh Python every time, slower, same verdicts); ``isolation`` None: what this
+    machine offers (grader/run/isolation.py)."""
     if workers < 1:
         raise GraderError(f"--workers: {workers!r} must be at least 1")
     if out_dir.resolve() == submissions.resolve():
@@ -193,7 +194,6 @@ def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int 
                 if learner.path.resolve() != out_dir.resolve()]
     if shard is not None:
         learners = shard.pick(learners)
-    fork = os.environ.get(FORK_VAR, "1") != "0" if fork is None else fork
     return Batch(course, out_dir, device=device, lang=lang, workers=workers, force=force,
                  progress=progress, fork=fork, isolation=isolation or probe()).run(learners)
 

@@ -16,12 +16,13 @@ from grader import __version__
 from grader.commands.batch import merge, parse_shard, run_batch
 from grader.course import LANGS, load_course
 from grader.errors import ExitCode, GraderError
-from grader.grading import DEVICES, grade_or_failed
+from grader.grading import grade_or_failed
 from grader.outputs.gradescope import write_results
 from grader.outputs.report import write_yaml
 from grader.outputs.terminal import summary
 from grader.run.isolation import NONE, Isolation, probe
 from grader.run.launch import ExecLauncher
+from grader.wire.messages import REQUESTED_DEVICES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="grade one submission (.py, .ipynb or folder) with every check")
     g.add_argument("submission", type=Path)
     g.add_argument("-o", "--output", type=Path, required=True, help="where to write the YAML report")
-    g.add_argument("--device", choices=DEVICES, default="auto")
+    g.add_argument("--device", choices=REQUESTED_DEVICES, default="auto")
     g.add_argument("--lang", choices=LANGS, default=None)
     g.add_argument("--fail-under", type=float, default=None, metavar="PCT",
                    help="exit 1 when the score is below PCT percent")
@@ -105,10 +106,13 @@ def _add_instructor_commands(sub: argparse._SubParsersAction[argparse.ArgumentPa
     b.add_argument("--workers", type=int, default=1, metavar="N", help="learners graded at once (default 1)")
     b.add_argument("--force", action="store_true", help="re-grade learners whose report is up to date")
     b.add_argument("--shard", default=None, metavar="K/N", help="grade only the K-th of N slices of the learners")
-    b.add_argument("--device", choices=DEVICES, default="auto")
+    b.add_argument("--device", choices=REQUESTED_DEVICES, default="auto")
     b.add_argument("--lang", choices=LANGS, default=None)
     b.add_argument("--quiet", action="store_true", help="no progress bar and no closing line")
     b.add_argument("--isolation", choices=ISOLATIONS, default="auto", help=ISOLATION_HELP)
+    b.add_argument("--no-fork-server", dest="fork_server", action="store_false",
+                   help="start every process as a fresh Python instead of forking it from a warm server "
+                        "(slower, the same verdicts)")
     m = sub.add_parser("merge", parents=[common],
                        help="one gradebook and summary from several batch outputs (shards)")
     m.add_argument("inputs", type=Path, nargs="+", metavar="OUT_DIR", help="batch output folders")
@@ -121,7 +125,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     try:
         done = run_batch(args.submissions, args.output, course, workers=args.workers, force=args.force,
                          device=args.device, lang=args.lang or course.default_lang, shard=shard,
-                         progress=not args.quiet, isolation=isolation_for(args.isolation))
+                         progress=not args.quiet, fork=args.fork_server, isolation=isolation_for(args.isolation))
     except OSError as exc:
         raise GraderError(f"batch: {exc}") from None
     if not args.quiet:
@@ -147,7 +151,7 @@ def _add_learner_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     c.add_argument("exercise", nargs="?", default=None, help="ex1 … ex5 (default: every exercise file in DIR)")
     c.add_argument("--dir", type=Path, default=Path("exercises"), help="your exercise files (default: exercises)")
     c.add_argument("--lang", choices=LANGS, default=None)
-    c.add_argument("--device", choices=DEVICES, default="auto")
+    c.add_argument("--device", choices=REQUESTED_DEVICES, default="auto")
     n = sub.add_parser("notebooks", parents=[common], help="write the exercise notebooks from the stubs")
     n.add_argument("-o", "--output", type=Path, default=None, help="folder (default: notebooks/ next to course.yaml)")
     n.add_argument("--install-url", default=None, help="what the notebooks' install cell pip-installs")

@@ -24,6 +24,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +32,18 @@ import nbformat
 from nbformat import v4
 
 from grader import __version__
-from grader.course import LANGS, Course, Exercise, load_course
+from grader.course import LANGS, Course, Exercise, Lang, Visibility, lang_of, load_course
 from grader.errors import GraderFailure
-from grader.grading import DEVICES, UNKNOWN_DEVICE, grade
+from grader.grading import UNKNOWN_DEVICE, grade
 from grader.intake.submission import Submission
 from grader.outputs.report import as_dict
 from grader.outputs.terminal import top_level_lines
 from grader.score import texts
 from grader.score.results import CheckResult, Report
 from grader.score.scoring import build_report
+from grader.wire.messages import REQUESTED_DEVICES, RequestedDevice
 
-PUBLIC = ("public",)
+PUBLIC: tuple[Visibility, ...] = ("public",)
 EXERCISES_DIR = Path("exercises")
 NOTEBOOK_NAME = "notebook.ipynb"
 _MARK = {"passed": "✓", "not_attempted": "·", "skipped": "·"}
@@ -63,7 +65,7 @@ class CheckReport(dict[str, Any]):
 class View:
     """What the learner sees: the report (if grading ran) and notices above it."""
 
-    lang: str
+    lang: Lang
     report: Report | None
     notices: tuple[str, ...] = ()
     footnotes: tuple[str, ...] = ()
@@ -135,12 +137,12 @@ def write_session_notebook(cells: list[str], folder: Path) -> Path:
 # --- grading ------------------------------------------------------------------------------
 
 
-def grade_public(path: Path, course: Course, exercise_ids: Iterable[str], *, lang: str,
-                 device: str = "auto") -> Report:
+def grade_public(path: Path, course: Course, exercise_ids: Iterable[str], *, lang: Lang,
+                 device: RequestedDevice = "auto") -> Report:
     return grade(path, course, device=device, lang=lang, visibility=PUBLIC, exercises=list(exercise_ids))
 
 
-def error_report(course: Course, exercise_ids: Iterable[str], reason: str, lang: str) -> Report:
+def error_report(course: Course, exercise_ids: Iterable[str], reason: str, lang: Lang) -> Report:
     """Grading itself broke: each public check of the exercises is skipped, with the reason."""
     wanted = set(exercise_ids)
     exercises = tuple(
@@ -152,21 +154,22 @@ def error_report(course: Course, exercise_ids: Iterable[str], reason: str, lang:
                         seconds=0.0, version=__version__, failure=GraderFailure("internal", reason))
 
 
-def _ui(lang: str, key: str, **params: object) -> str:
+def _ui(lang: Lang, key: str, **params: object) -> str:
     return texts.ui(lang, key).format(**params)
 
 
-def choose_lang(lang: str | None, course: Course) -> tuple[str, tuple[str, ...]]:
+def choose_lang(lang: str | None, course: Course) -> tuple[Lang, tuple[str, ...]]:
     """The language asked for, else the course's default (with a notice for a bad one)."""
     if lang is None:
         return course.default_lang, ()
-    if lang in LANGS:
-        return lang, ()
+    known = lang_of(lang)
+    if known is not None:
+        return known, ()
     used = course.default_lang
     return used, (_ui(used, "selfcheck.unknown_lang", given=repr(lang), used=used),)
 
 
-def run(course: Course, exercise: str | int | None, *, lang: str, device: str = "auto",
+def run(course: Course, exercise: str | int | None, *, lang: Lang, device: RequestedDevice = "auto",
         path: Path | None = None) -> View:
     """Grade ``path`` (a folder or a file) or, without it, the notebook session or ``exercises/``."""
     requested: tuple[str, ...] = ()
@@ -190,7 +193,8 @@ def run(course: Course, exercise: str | int | None, *, lang: str, device: str = 
     return View(lang, grade_public(source, course, ids, lang=lang, device=device))
 
 
-def _run_session(course: Course, shell: Any, requested: tuple[str, ...], *, lang: str, device: str) -> View:
+def _run_session(course: Course, shell: Any, requested: tuple[str, ...], *, lang: Lang,
+                 device: RequestedDevice) -> View:
     ids = requested or defined_exercises(course, shell.user_ns)
     if not ids:
         names = ", ".join(f"{ex.functions[0]}()" for ex in course.exercises[:2])
@@ -205,19 +209,20 @@ def _run_session(course: Course, shell: Any, requested: tuple[str, ...], *, lang
 
 
 def check(exercise: str | int | None = None, *, lang: str | None = None, device: str = "auto",
-          path: str | Path | None = None) -> CheckReport:
+          path: str | PathLike[str] | None = None) -> CheckReport:
     """``grader.check()``: grade, show the table, return the report mapping; never raises."""
-    used = lang if lang in LANGS else LANGS[0]
+    used = lang_of(lang) or LANGS[0]
     course: Course | None = None
     notices: tuple[str, ...] = ()
     try:
         course = load_course()
         used, notices = choose_lang(lang, course)
-        if device not in DEVICES:
+        chosen = next((d for d in REQUESTED_DEVICES if d == device), None)
+        if chosen is None:
             notices += (_ui(used, "selfcheck.unknown_device", given=repr(device), used="auto",
-                            known=", ".join(DEVICES)),)
-            device = "auto"
-        view = run(course, exercise, lang=used, device=device, path=Path(path) if path is not None else None)
+                            known=", ".join(REQUESTED_DEVICES)),)
+            chosen = "auto"
+        view = run(course, exercise, lang=used, device=chosen, path=Path(path) if path is not None else None)
         view = dataclasses.replace(view, notices=notices + view.notices)
     # Ctrl-C stops the grading (the sandbox kills its child); the cell still ends quietly.
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - nothing may raise in the learner's cell
@@ -226,7 +231,7 @@ def check(exercise: str | int | None = None, *, lang: str | None = None, device:
     return CheckReport(view.mapping())
 
 
-def failure_view(course: Course | None, exercise: str | int | None, lang: str, exc: BaseException,
+def failure_view(course: Course | None, exercise: str | int | None, lang: Lang, exc: BaseException,
                  notices: tuple[str, ...] = ()) -> View:
     if isinstance(exc, KeyboardInterrupt):
         reason, text = "KeyboardInterrupt", _ui(lang, "selfcheck.interrupted")
@@ -246,7 +251,7 @@ def failure_view(course: Course | None, exercise: str | int | None, lang: str, e
 # --- showing the table --------------------------------------------------------------------
 
 
-def _status(lang: str, status: str) -> str:
+def _status(lang: Lang, status: str) -> str:
     return texts.ui(lang, f"status.{status}")
 
 
@@ -293,7 +298,7 @@ def render_text(view: View) -> str:
     return "\n".join(lines)
 
 
-def _html_check(lang: str, check: CheckResult) -> str:
+def _html_check(lang: Lang, check: CheckResult) -> str:
     colour = _COLOUR.get(check.status, "#cf222e")
     detail = html.escape(check.message)
     if check.hint:

@@ -141,7 +141,7 @@ def patched(replacements: Mapping[Target, object], code: LearnerCode) -> Iterato
         for (owner, attr), value in resolved.items():
             original = getattr(owner, attr)
             if _redirectable(original) and original is not value and all(r.func is not original for r in redirects):
-                redirects.append(_Redirect(original, value))  # type: ignore[arg-type]
+                redirects.append(_Redirect(original, value))
             setattr(owner, attr, value)
         for namespace, name, _, value in rebound:
             namespace[name] = value

@@ -44,12 +44,11 @@ from torch.utils._pytree import tree_leaves
 
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patched
 from grader.reference.device import CAPABILITY, MPS_FLOAT64, NAMES, NO_CUDA, TOTAL_MEMORY, CostModel
-from grader.reference.meter import MemoryMeter, MiB
-from grader.wire.messages import Event
+from grader.reference.meter import MemoryMeter
+from grader.wire.messages import DeviceMode, Event, EventKind, MiB
+from grader.wire.values import PINNED, TAG
 
 Kind = Literal["cuda", "mps"]
-TAG = "_standin_device"
-PINNED = "_standin_pinned"  # host memory pinned for fast, asynchronous copies (Tensor.pin_memory())
 
 
 MATMULS = {"mm", "matmul", "__matmul__", "__rmatmul__", "bmm", "addmm", "linear", "baddbmm"}
@@ -172,7 +171,7 @@ def device_type_for(kind: str) -> type:
 class StandIn:
     """Use as a context manager; ``device`` is what the learner's functions receive."""
 
-    mode = "standin"
+    mode: DeviceMode = "standin"
     virtual = True
 
     def __init__(self, kind: Kind = "cuda", costs: CostModel | None = None, virtual_clock: bool = False,
@@ -209,7 +208,8 @@ class StandIn:
     def fill_capacity(self, chunk_bytes: int) -> int:
         return (self.meter.budget or 0) // chunk_bytes
 
-    def record(self, kind: str, device: str = "", dtype: str = "", value: float = 0.0, source: str = "") -> None:
+    def record(self, kind: EventKind, device: str = "", dtype: str = "", value: float = 0.0,
+               source: str = "") -> None:
         drained = self.timeline.host >= self.timeline.device_free
         self.events.append(Event(kind, device, self.timeline.host, self.meter.live_bytes(), dtype, value, source,
                                  drained))
@@ -263,7 +263,7 @@ class StandIn:
             target = device_tag(other) if isinstance(other, torch.Tensor) else (
                 self._target(device) if device is not None else source)
         options = {"dtype": dtype, "memory_format": memory_format}
-        given = {k: v for k, v in options.items() if v is not None}
+        given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
         self._check_dtype(target, dtype or tensor.dtype)
         result = torch.Tensor.to(tensor, copy=bool(kwargs.get("copy")), **given)
         if target != source:
@@ -375,7 +375,7 @@ class StandIn:
             self.default_device = None
 
     def get_default_device(self) -> torch.device:
-        return torch.device(self.default_device or "cpu", 0 if self.default_device else None)
+        return torch.device(self.default_device, 0) if self.default_device else torch.device("cpu")
 
     def _oom(self, asked: int, live: int, budget: int) -> BaseException:
         return RuntimeError(

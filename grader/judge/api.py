@@ -15,11 +15,11 @@ from grader.judge.outcomes import LearnerRaised, NotAttempted, fail
 from grader.judge.proxy import Built, LearnerModule
 from grader.judge.trusted import allclose, array_equal, clone, is_number, ndarray_type, same_values, tensor_type
 from grader.wire.codec import cut
-from grader.wire.messages import Event, Hello
+from grader.wire.messages import DeviceKind, DeviceMode, Event, Hello, MiB
 from grader.wire.values import device_of, type_name
 
 __all__ = [
-    "Built", "Device", "Event", "Hello", "LearnerModule", "LearnerRaised", "NotAttempted", "RemoteWorld", "allclose",
-    "array_equal", "clone", "cut", "device_of", "fail", "is_number", "ndarray_type", "real_accelerator_type",
-    "runs_amp", "same_values", "tensor_type", "type_name",
+    "Built", "Device", "DeviceKind", "DeviceMode", "Event", "Hello", "LearnerModule", "LearnerRaised", "MiB",
+    "NotAttempted", "RemoteWorld", "allclose", "array_equal", "clone", "cut", "device_of", "fail", "is_number",
+    "ndarray_type", "real_accelerator_type", "runs_amp", "same_values", "tensor_type", "type_name",
 ]

@@ -18,13 +18,14 @@ one back; ``dev.put(tensor)`` sends a tensor to live on the device. A check's fa
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from grader.judge.outcomes import CheckFailed, LearnerRaised
-from grader.judge.proxy import Built, LearnerGone, LearnerProcess
+from grader.judge.proxy import Built, Figures, LearnerGone, LearnerProcess
 from grader.reference.device import CAPABILITY, NAMES, TOTAL_MEMORY, CostModel
 from grader.wire.messages import (
     Answer,
@@ -32,25 +33,27 @@ from grader.wire.messages import (
     Close,
     Closed,
     CudaFacts,
+    DeviceKind,
+    DeviceMode,
     DeviceOpened,
     Event,
     Hello,
     OpenDevice,
     OpenWorld,
     Query,
+    RecipeName,
 )
 from grader.wire.values import DEVICE_ATTR
 
-KINDS = ("cpu", "cuda", "mps")
 STANDIN_CUDA = CudaFacts(NAMES["cuda"], CAPABILITY, TOTAL_MEMORY, 1)
 
 
-def real_accelerator_type(hello: Hello) -> str | None:
+def real_accelerator_type(hello: Hello) -> DeviceKind | None:
     """The machine's real accelerator, as the learner process found it before any learner code ran."""
     return "cuda" if hello.cuda is not None else "mps" if hello.mps else None
 
 
-def runs_amp(hello: Hello, mode: str, dtype: torch.dtype) -> bool:
+def runs_amp(hello: Hello, mode: DeviceMode, dtype: torch.dtype) -> bool:
     """Whether a real device of this mode runs autocast in ``dtype`` (float16: with GradScaler).
 
     A check never demands what the hardware cannot do: where this is False the check grades on
@@ -66,13 +69,13 @@ def runs_amp(hello: Hello, mode: str, dtype: torch.dtype) -> bool:
 class RemoteDevice:
     """A device session in the learner process, as a check uses it."""
 
-    def __init__(self, learner: LearnerProcess, kind: str, *, standin: bool, virtual_clock: bool = False,
+    def __init__(self, learner: LearnerProcess, kind: DeviceKind, *, standin: bool, virtual_clock: bool = False,
                  budget_bytes: int | None = None, typed_oom: bool = False,
                  on_enter: Callable[[RemoteDevice], None] | None = None) -> None:
         self.learner = learner
         self.device = torch.device(kind)
         self.virtual = standin
-        self.mode = "standin" if standin else kind
+        self.mode: DeviceMode = "standin" if standin else kind
         if kind == "cpu":
             self.label = "cpu"
         elif standin:
@@ -81,7 +84,7 @@ class RemoteDevice:
             self.label = f"{kind} ({learner.hello.cuda.name if kind == 'cuda' and learner.hello.cuda else 'Apple GPU'})"
         self.events: list[Event] = []
         self.printed = ""
-        self._request = OpenDevice(kind, standin, virtual_clock, budget_bytes, typed_oom)  # type: ignore[arg-type]
+        self._request = OpenDevice(kind, standin, virtual_clock, budget_bytes, typed_oom)
         self._on_enter = on_enter
         self._costs = CostModel()
 
@@ -111,7 +114,7 @@ class RemoteDevice:
             raise LearnerGone("broke_protocol", f"{query.what} is not a number")
         return value
 
-    def build(self, recipe: str, *args: Any) -> tuple[Built, ...]:
+    def build(self, recipe: RecipeName, *args: Any) -> tuple[Built, ...]:
         answer = self.learner.expect(Build(recipe, tuple(args)), Answer)
         handle, types = answer.value
         return tuple(Built(int(handle), part, str(name)) for part, name in enumerate(types))
@@ -121,11 +124,12 @@ class RemoteDevice:
         answer = self.learner.expect(Query("inspect", handle=(built.handle, built.part)), Answer)
         return self.learner.decode(answer.value)
 
-    def instruments(self, *, meter: bool = False, meter_budget: int | None = None,
-                    watch_amp: bool = False) -> Any:
+    def instruments(self, *, meter: bool = False, meter_budget: int | None = None, watch_amp: bool = False,
+                    count_steps: bool = False) -> contextlib.AbstractContextManager[Figures]:
         """``with dev.instruments(meter=True) as figures:`` — calls inside are measured
         (grader/judge/proxy.py ``Figures``)."""
-        return self.learner.instruments(meter=meter, meter_budget=meter_budget, watch_amp=watch_amp)
+        return self.learner.instruments(meter=meter, meter_budget=meter_budget, watch_amp=watch_amp,
+                                        count_steps=count_steps)
 
     def put(self, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` to be created on this device in the learner process (not copied there: no event)."""

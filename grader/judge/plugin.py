@@ -22,14 +22,17 @@ import pytest
 from grader.errors import error_line
 from grader.judge.outcomes import AlreadyTimedOut, CheckFailed, GraderInternal, LearnerRaised, NotAttempted, TimedOut
 from grader.judge.proxy import LearnerGone, LearnerProcess
-from grader.reference.device import NO_CUDA
+from grader.reference.device import MEMORY_SIGNS, NO_CUDA
 from grader.wire.codec import cut
 from grader.wire.messages import (
     Canary,
     CheckEnded,
     CheckStarted,
+    CheckStatus,
+    DeviceMode,
     FunctionTimedOut,
     GraderBroken,
+    GraderFailureKind,
     LearnerLost,
     Plan,
     PlannedCheck,
@@ -41,18 +44,17 @@ PLUGIN_NAME = "grader-judge"  # grader/checks/conftest.py finds the plugin under
 _perf_counter = time.perf_counter
 # What the learner's code hitting the file-size limit looks like from inside its process.
 FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]")
-# What the learner's code running out of memory looks like (grader/learner/toplevel.py has the same).
-MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "OutOfMemoryError", "out of memory")
 
 
-def graded_on(devices: list[tuple[str, str]]) -> tuple[str, list[str]]:
+def graded_on(devices: list[tuple[DeviceMode, str]]) -> tuple[DeviceMode, list[str]]:
     """A check's mode (a real accelerator, else the stand-in, else the CPU) and its devices' labels."""
     modes = {mode for mode, _ in devices}
-    mode = next((m for m in ("cuda", "mps", "standin") if m in modes), "cpu")
+    order: tuple[DeviceMode, ...] = ("cuda", "mps", "standin")
+    mode: DeviceMode = next((m for m in order if m in modes), "cpu")
     return mode, [label for _, label in devices]
 
 
-def classify(exc: BaseException | None) -> tuple[str, str, dict[str, str]]:
+def classify(exc: BaseException | None) -> tuple[CheckStatus, str, dict[str, str]]:
     """How a check ended: status, message id and its parameters."""
     if exc is None:
         return "passed", "", {}
@@ -96,7 +98,7 @@ class JudgePlugin:
         self._first_exc: dict[str, BaseException | None] = {}
         self._started: dict[str, float] = {}
         self._reported: set[str] = set()
-        self._devices: dict[str, list[tuple[str, str]]] = {}  # nodeid -> (mode, label) of each device it ran on
+        self._devices: dict[str, list[tuple[DeviceMode, str]]] = {}  # nodeid -> (mode, label) of each device it ran on
         self.started_learner = False  # Start was sent: from here on, nothing is the grader's alone
         self.broken_sent = False
 
@@ -106,18 +108,18 @@ class JudgePlugin:
     def _check(self, nodeid: str) -> PlannedCheck | None:
         return self._by_nodeid.get(nodeid)
 
-    def grader_broken(self, kind: str, error: str) -> None:
+    def grader_broken(self, kind: GraderFailureKind, error: str) -> None:
         """The grader itself cannot run the checks (its environment is broken): say so, once, and
         only before the learner's code ran."""
         if not self.started_learner and not self.broken_sent:
             self.broken_sent = True
-            self.send(GraderBroken(kind, error))  # type: ignore[arg-type]
+            self.send(GraderBroken(kind, error))
 
     def lost(self, gone: LearnerGone) -> None:
         """The learner process is gone: tell the grader, which settles the running check, and end."""
         if gone.reason == "stuck" and self.learner.in_flight:
             self.send(FunctionTimedOut(self.learner.in_flight))
-        self.send(LearnerLost("broke_protocol" if gone.reason == "broke_protocol" else "ended", gone.detail[:200]))
+        self.send(LearnerLost("ended" if gone.reason == "stuck" else gone.reason, gone.detail[:200]))
         sys.stdout.flush()
         os._exit(0)
 
@@ -173,17 +175,17 @@ class JudgePlugin:
             return
         self._reported.add(nodeid)
         if nodeid.endswith(CANARY):
-            self.send(Canary(classify(exc)[0]))  # type: ignore[arg-type]
+            self.send(Canary(classify(exc)[0]))
         check = self._check(nodeid)
         if check is None:
             return
         status, message, params = classify(exc)
         mode, labels = graded_on(self._devices.get(nodeid, []))
         duration = _perf_counter() - self._started.get(nodeid, _perf_counter())
-        self.send(CheckEnded(check.id, status, message, {k: cut(str(v), 400) for k, v in params.items()}, mode,  # type: ignore[arg-type]
+        self.send(CheckEnded(check.id, status, message, {k: cut(str(v), 400) for k, v in params.items()}, mode,
                              tuple(labels), round(duration, 4)))
 
-    def graded_on_device(self, nodeid: str, mode: str, label: str) -> None:
+    def graded_on_device(self, nodeid: str, mode: DeviceMode, label: str) -> None:
         """The report says where a check ran: each device it entered."""
         ran_on = self._devices.setdefault(nodeid, [])
         if (mode, label) not in ran_on:

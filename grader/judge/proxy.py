@@ -19,7 +19,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -30,10 +30,12 @@ from grader.wire.messages import (
     Answer,
     Call,
     Calling,
+    Event,
     Failed,
     FunctionTimedOut,
     Hello,
     LearnerMessage,
+    LostReason,
     Raised,
     Ready,
     Reset,
@@ -43,15 +45,25 @@ from grader.wire.messages import (
 )
 from grader.wire.values import DEVICE_ATTR, decode_value, encode_value, reference
 
-if TYPE_CHECKING:
-    from grader.judge.devices import RemoteDevice
+# Why a check lost the learner process: the judge's reasons (LostReason), or it did not answer
+# within the check's time: stuck, and of no more use.
+GoneReason = Literal[LostReason, "stuck"]
+
+
+class OpenSession(Protocol):
+    """What a call's answer tells the innermost open device session (grader/judge/devices.py
+    ``RemoteDevice``): the events the learner's code made there and what it printed."""
+
+    label: str
+
+    def heard(self, events: tuple[Event, ...], printed: str) -> None: ...
 
 
 class LearnerGone(BaseException):  # noqa: N818 - not an error of the check's: the process is gone
     """The learner process ended, stopped answering or broke the protocol. A BaseException: no
     check's ``except`` catches it."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: GoneReason, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
@@ -67,10 +79,11 @@ class Figures:
     update: int = 0
     disabled: int = 0
     deprecated: list[str] = field(default_factory=list)
+    optimizer_steps: int = 0
 
     def add(self, measured: dict[str, Any]) -> None:
         self.peak = max(self.peak, int(measured.get("peak", 0) or 0))
-        for name in ("scale", "step", "update", "disabled"):
+        for name in ("scale", "step", "update", "disabled", "optimizer_steps"):
             setattr(self, name, getattr(self, name) + int(measured.get(name, 0) or 0))
         self.deprecated += [str(api)[:80] for api in measured.get("deprecated", ())][:10]
 
@@ -80,6 +93,7 @@ class _Options:
     meter: bool = False
     meter_budget: int | None = None
     watch_amp: bool = False
+    count_steps: bool = False
     figures: Figures = field(default_factory=Figures)
 
 
@@ -111,7 +125,7 @@ class LearnerProcess:
         self.conn = conn
         self.hello = hello
         self.report = report  # to the grader (the signed channel)
-        self.devices: list[RemoteDevice] = []  # open device sessions, innermost last
+        self.devices: list[OpenSession] = []  # open device sessions, innermost last
         self.in_flight: str | None = None  # the learner function a call waits on
         self.check_deadline = time.monotonic() + 30.0  # set by the judge when a check starts
         self._options: list[_Options] = []
@@ -159,10 +173,11 @@ class LearnerProcess:
 
     @contextlib.contextmanager
     def instruments(self, *, meter: bool = False, meter_budget: int | None = None,
-                    watch_amp: bool = False) -> Iterator[Figures]:
+                    watch_amp: bool = False, count_steps: bool = False) -> Iterator[Figures]:
         """Calls inside are measured: the peak of live tensors (``meter``; past ``meter_budget`` bytes
-        they run out of memory), GradScaler's calls and deprecated AMP APIs (``watch_amp``)."""
-        options = _Options(meter, meter_budget, watch_amp)
+        they run out of memory), GradScaler's calls and deprecated AMP APIs (``watch_amp``), the
+        optimizer steps taken (``count_steps``)."""
+        options = _Options(meter, meter_budget, watch_amp, count_steps)
         self._options.append(options)
         try:
             yield options.figures
@@ -181,7 +196,8 @@ class LearnerProcess:
         self.report(Calling(function))
         request = Call(exercise, name, tuple(_encode(a) for a in args), {k: _encode(v) for k, v in kwargs.items()},
                        deadline_s=max(self.check_deadline - time.monotonic(), 0.5),
-                       meter=options.meter, meter_budget=options.meter_budget, watch_amp=options.watch_amp)
+                       meter=options.meter, meter_budget=options.meter_budget, watch_amp=options.watch_amp,
+                       count_steps=options.count_steps)
         self.in_flight = function
         answer = self.ask(request)
         self.in_flight = None
@@ -199,7 +215,7 @@ class LearnerProcess:
                 _update(arg, self.decode(after))
         return self.decode(answer.value)
 
-    def _raise(self, answer: Raised, function: str, device: RemoteDevice | None) -> None:
+    def _raise(self, answer: Raised, function: str, device: OpenSession | None) -> None:
         name = answer.name[:80]
         if answer.kind == "not_attempted":
             raise NotAttempted(name)

@@ -8,7 +8,7 @@ verdict. Checks import comparison helpers from here, never from torch directly.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy
 import torch
@@ -30,5 +30,5 @@ def same_values(actual: torch.Tensor, expected: torch.Tensor, _equal: Any = equa
     return tuple(actual.shape) == tuple(expected.shape) and bool(_equal(_detach(actual).cpu(), expected))
 
 
-def is_number(value: object, _isfinite: Any = isfinite) -> bool:
+def is_number(value: object, _isfinite: Any = isfinite) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and _isfinite(float(value))

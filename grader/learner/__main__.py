@@ -1,4 +1,4 @@
-"""``python -m grader.learner FD DEVICE``: the learner process (or ``main()``, forked by a server).
+"""``python -m grader.learner FD DEVICE GPU_SHARE``: the learner process (or ``main()``, forked by a server).
 
 Before any learner code exists here it sends the judge what this machine has (``Hello``); then it
 waits for ``Start``, runs the learner's top level and answers requests until the judge hangs up.
@@ -15,15 +15,16 @@ from grader.learner.runner import Runner
 from grader.learner.sessions import apply_gpu_share, hello
 from grader.wire.codec import ProtocolError
 from grader.wire.framing import Connection
-from grader.wire.messages import Start
+from grader.wire.messages import RequestedDevice, Start, requested_device
 
 
-def main(fd: int, device: str) -> int:
+def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
+    """``gpu_share``: the fraction of the GPU's memory this process may fill (a batch's workers split it)."""
     conn = Connection(fd)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    apply_gpu_share()
+    apply_gpu_share(gpu_share)
     conn.send(hello(device))
     code = 0
     try:
@@ -34,7 +35,7 @@ def main(fd: int, device: str) -> int:
         # What was imported so far is never collected: a gc the learner's code triggers does not
         # walk torch's objects (nor dirty a fork server's pages).
         gc.freeze()
-        Runner(conn).serve(start, seq)
+        Runner(conn, gpu_share).serve(start, seq)
     except EOFError:
         pass  # the judge is done (or gone)
     except ProtocolError:
@@ -46,4 +47,4 @@ def main(fd: int, device: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), sys.argv[2]))
+    sys.exit(main(int(sys.argv[1]), requested_device(sys.argv[2]), float(sys.argv[3])))

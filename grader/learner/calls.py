@@ -16,7 +16,7 @@ from typing import Any
 from grader.emulation.patching import LearnerCode
 from grader.learner.toplevel import TimeUp, TopLevel
 from grader.wire.codec import cut
-from grader.wire.messages import Source
+from grader.wire.messages import RaisedKind, Source
 
 
 def clear_learner_caches(code: LearnerCode) -> None:
@@ -48,7 +48,7 @@ class Outcome:
 
     returned: bool
     value: Any = None
-    kind: str = ""  # "learner_raised" | "not_attempted" | "timed_out" | "already_timed_out"
+    kind: RaisedKind = "learner_raised"  # when it did not return
     text: str = ""
     where: str = ""
 

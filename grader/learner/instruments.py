@@ -1,5 +1,6 @@
 """What a call can be measured with, besides the device's events: the peak of live tensors (and a
-memory budget), and how the learner's GradScaler was used. The figures go back in ``Returned.measured``."""
+memory budget), how the learner's GradScaler was used, and how many optimizer steps it took. The
+figures go back in ``Returned.measured``; the judge reads them as grader/judge/proxy.py ``Figures``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from grader.reference.meter import MemoryMeter
 
@@ -76,3 +78,20 @@ def metered(budget: int | None, label: str) -> Iterator[MemoryMeter]:
     meter = MemoryMeter(budget, label)
     with meter:
         yield meter
+
+
+@contextlib.contextmanager
+def counted_steps() -> Iterator[dict[str, int]]:
+    """Count ``optimizer.step()`` calls for the call's duration, through torch's global step hook:
+    every optimizer counts, a learner's own subclass and a GradScaler's step included (a step the
+    scaler skips for an inf gradient does not run, and does not count)."""
+    counts = {"optimizer_steps": 0}
+
+    def counted(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        counts["optimizer_steps"] += 1
+
+    handle = register_optimizer_step_post_hook(counted)
+    try:
+        yield counts
+    finally:
+        handle.remove()

@@ -28,9 +28,9 @@ import sys
 import time
 import timeit
 import types
-from typing import Any
+from typing import Any, TextIO
 
-from grader.wire.ipython import python_of
+from grader.wire.ipython import PYTHON_BODY_CELL_MAGICS, python_of
 
 _INSTALL = re.compile(
     r"^\s*(sudo\s+)?((python3?|py)\s+-m\s+)?(pip3?|conda|mamba|micromamba|apt|apt-get|uv\s+pip|yum|brew)"
@@ -48,7 +48,6 @@ _INSTALL_MAGICS = frozenset({"pip", "conda", "mamba", "micromamba", "uv"})
 # IPython's default aliases: `%ls -l` is `!ls -l`.
 _SHELL_ALIASES = frozenset({"ls", "ll", "lf", "lk", "lx", "ldir", "cat", "cp", "mkdir", "mv", "rm", "rmdir"})
 _DISPLAY_CELL_MAGICS = frozenset({"html", "HTML", "javascript", "js", "markdown", "latex", "svg", "capture_output"})
-_PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "prun"})
 _INTERPRETER_CELL_MAGICS = {"bash": ["bash"], "sh": ["sh"], "python": [sys.executable], "python3": [sys.executable],
                             "perl": ["perl"], "ruby": ["ruby"]}
 
@@ -166,10 +165,11 @@ class Kernel:
         if _INSTALL.match(cmd):
             print(f"[grader] not run while grading: {cmd.strip()}")
             return
-        if sys.stdout is not sys.__stdout__:  # inside %%capture (or redirect_stdout): through sys.stdout
-            sys.stdout.write(str(self.getoutput(cmd, split=False)))
+        out: TextIO = sys.stdout
+        if out is not sys.__stdout__:  # inside %%capture (or redirect_stdout): through sys.stdout
+            out.write(str(self.getoutput(cmd, split=False)))
             return
-        sys.stdout.flush()
+        out.flush()
         sys.stderr.flush()
         subprocess.run(cmd, shell=True, check=False, stdin=subprocess.DEVNULL)  # noqa: S602 - the learner's own line
 
@@ -219,7 +219,7 @@ class Kernel:
 
     def run_cell_magic(self, name: str, line: str, cell: str) -> Any:
         namespace = _caller_globals()
-        if name in _PYTHON_CELL_MAGICS:
+        if name in PYTHON_BODY_CELL_MAGICS:
             # nbconvert writes `%%time` cells this way: the body is the cell's own code.
             return _run_python(cell, namespace, timed=name in ("time", "timeit"))
         if name == "writefile":
@@ -429,4 +429,4 @@ def install(kernel: Kernel) -> None:
         with contextlib.suppress(ImportError):
             import IPython
 
-            IPython.get_ipython = lambda: kernel  # type: ignore[attr-defined]
+            IPython.get_ipython = lambda: kernel

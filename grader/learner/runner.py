@@ -15,14 +15,14 @@ import sys
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
 from grader.learner import torchstate
 from grader.learner.calls import Outcome, call, clear_learner_caches, lookup
-from grader.learner.instruments import metered, watch_amp
+from grader.learner.instruments import counted_steps, metered, watch_amp
 from grader.learner.sessions import Session, open_session, place
 from grader.learner.toplevel import TopLevel, TopLevelLimits
 from grader.learner.worlds import world
@@ -58,7 +58,7 @@ _NUM_THREADS = torch.get_num_threads()
 class _Tee(io.TextIOBase):
     """stdout during a call: to the grader's output pipe as always, and kept for the judge."""
 
-    def __init__(self, out: Any) -> None:
+    def __init__(self, out: TextIO) -> None:
         self.out = out
         self.kept = io.StringIO()
 
@@ -100,8 +100,9 @@ class _Level:
 
 
 class Runner:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, gpu_share: float = 1.0) -> None:
         self.conn = conn
+        self.gpu_share = gpu_share  # the part of the GPU's memory a real CUDA session may fill
         self.levels: list[_Level] = []
         self.toplevel: TopLevel | None = None
         self.sources: dict[str, Source] = {}
@@ -164,11 +165,11 @@ class Runner:
         return next((level.session for level in reversed(self.levels) if level.session is not None), None)
 
     def open_device(self, request: OpenDevice) -> DeviceOpened:
-        session = open_session(request, self.code)
+        session = open_session(request, self.code, self.gpu_share)
         stack = contextlib.ExitStack()
         stack.enter_context(session)
         self.levels.append(_Level(stack, session))
-        return DeviceOpened(session.mode, session.label)  # type: ignore[arg-type]
+        return DeviceOpened(session.mode, session.label)
 
     def open_world(self, request: OpenWorld) -> Answer:
         stack = contextlib.ExitStack()
@@ -258,6 +259,9 @@ class Runner:
                 if request.watch_amp:
                     calls = stack.enter_context(watch_amp())
                     stack.callback(lambda: measured.update(calls.figures()))
+                if request.count_steps:
+                    steps = stack.enter_context(counted_steps())
+                    stack.callback(lambda: measured.update(steps))
                 return func(*args, **kwargs)
 
         with _printed() as tee:
@@ -265,7 +269,7 @@ class Runner:
         printed = cut(tee.kept.getvalue())
         events = level.new_events() if level is not None else ()
         if not outcome.returned:
-            return Raised(outcome.kind, request.function, outcome.text, outcome.where, printed, events)  # type: ignore[arg-type]
+            return Raised(outcome.kind, request.function, outcome.text, outcome.where, printed, events)
         after = tuple(encode_tensor(a) if isinstance(a, torch.Tensor) and not _built(a, level) else None
                       for a in args)
         return Returned(encode_value(outcome.value), printed, after, events, measured)

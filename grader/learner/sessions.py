@@ -12,7 +12,6 @@ decision, made from the facts this process sent before any learner code ran.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 import timeit
 from collections.abc import Callable
@@ -24,28 +23,26 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_leaves
 
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, Wrap, kept_original, patched
-from grader.emulation.standin import ARITHMETIC, MATMULS, TAG, Kind, StandIn
+from grader.emulation.standin import ARITHMETIC, MATMULS, Kind, StandIn
 from grader.reference.meter import MemoryMeter
-from grader.wire.messages import CudaFacts, DeviceMode, Event, Hello, OpenDevice
+from grader.wire.messages import CudaFacts, DeviceKind, DeviceMode, Event, EventKind, Hello, OpenDevice, RequestedDevice
+from grader.wire.values import TAG
 
-GPU_SHARE_VAR = "GRADER_GPU_SHARE"
 _perf_counter = time.perf_counter  # the real clock, whatever a session patches later
 # GradScaler runs on MPS from torch 2.8 (pytorch/pytorch#150255); before, its unscale step
 # casts to float64, which MPS lacks.
 MPS_GRAD_SCALER_TORCH = (2, 8)
 
 
-def gpu_share() -> float:
-    """The fraction of the GPU's memory this grading process may use (batch workers split it)."""
-    try:
-        return min(max(float(os.environ.get(GPU_SHARE_VAR, "1")), 0.05), 1.0)
-    except ValueError:
-        return 1.0
+def usable_share(gpu_share: float) -> float:
+    """The fraction of the GPU's memory this learner process may use, within sane bounds."""
+    return min(max(gpu_share, 0.05), 1.0)
 
 
-def apply_gpu_share() -> None:
-    if torch.cuda.is_available() and gpu_share() < 1.0:
-        torch.cuda.set_per_process_memory_fraction(gpu_share())
+def apply_gpu_share(gpu_share: float) -> None:
+    """Before any learner code: cap this process at its part of the GPU (batch workers split it)."""
+    if torch.cuda.is_available() and usable_share(gpu_share) < 1.0:
+        torch.cuda.set_per_process_memory_fraction(usable_share(gpu_share))
 
 
 def _torch_version() -> tuple[int, int]:
@@ -53,7 +50,7 @@ def _torch_version() -> tuple[int, int]:
     return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
 
-def hello(forced: str) -> Hello:
+def hello(forced: RequestedDevice) -> Hello:
     """What this machine has, found before the learner's code exists here (``forced``: --device)."""
     import platform
 
@@ -118,7 +115,7 @@ class Watched:
     label: str
     standin: StandIn | None = None
 
-    def __init__(self, kind: str, budget_bytes: int | None, code: LearnerCode) -> None:
+    def __init__(self, kind: DeviceKind, budget_bytes: int | None, code: LearnerCode) -> None:
         self.device = torch.device(kind)
         self.code = code  # the learner's modules: a wrapped clock is also rebound where they hold it
         self.events: list[Event] = []
@@ -131,11 +128,11 @@ class Watched:
     def fill_capacity(self, chunk_bytes: int) -> int:
         raise NotImplementedError
 
-    def record(self, kind: str, device: str = "", dtype: str = "", value: float = 0.0, source: str = "") -> None:
-        self.events.append(Event(kind, device or self.device.type, _perf_counter(), self.live_bytes(), dtype,  # type: ignore[arg-type]
+    def record(self, kind: EventKind, device: str = "", dtype: str = "", value: float = 0.0, source: str = "") -> None:
+        self.events.append(Event(kind, device or self.device.type, _perf_counter(), self.live_bytes(), dtype,
                                  value, source))
 
-    def _wrap(self, kind: str) -> Wrap:
+    def _wrap(self, kind: EventKind) -> Wrap:
         """Call the original, then record ``kind``."""
         def make(func: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -208,9 +205,11 @@ class CpuSession(Watched):
 class RealSession(Watched):
     """Records what the learner's code does on a real CUDA or MPS device."""
 
-    def __init__(self, kind: str, budget_bytes: int | None = None, code: LearnerCode = NO_LEARNER_CODE) -> None:
+    def __init__(self, kind: DeviceKind, budget_bytes: int | None = None, code: LearnerCode = NO_LEARNER_CODE,
+                 gpu_share: float = 1.0) -> None:
         super().__init__(kind, budget_bytes, code)
-        self.mode = kind  # type: ignore[assignment]
+        self.gpu_share = usable_share(gpu_share)
+        self.mode = kind
         self._backend: Any = torch.cuda if kind == "cuda" else torch.mps
         name = torch.cuda.get_device_name(0) if kind == "cuda" else "Apple GPU"
         self.label = f"{kind} ({name})"
@@ -242,7 +241,7 @@ class RealSession(Watched):
         return count
 
     def _patches(self) -> dict[Target, object]:
-        targets: list[tuple[object, str, str]] = [
+        targets: list[tuple[object, str, EventKind]] = [
             (self._backend, "synchronize", "sync"),
             (self._backend, "empty_cache", "empty_cache"),
         ]
@@ -261,9 +260,9 @@ class RealSession(Watched):
             # The OOM exercise then fails in seconds and never starves other GPU users.
             total = torch.cuda.get_device_properties(self.device).total_memory
             # The cap counts reserved memory (whole segments), not only live tensors.
-            fraction = min(gpu_share(), (torch.cuda.memory_reserved() + self.budget) / total)
+            fraction = min(self.gpu_share, (torch.cuda.memory_reserved() + self.budget) / total)
             torch.cuda.set_per_process_memory_fraction(fraction)
-            self._stack.callback(torch.cuda.set_per_process_memory_fraction, gpu_share())
+            self._stack.callback(torch.cuda.set_per_process_memory_fraction, self.gpu_share)
         elif self.budget is not None and self.mode == "mps":  # untested: no Mac has run this yet
             limit = torch.mps.recommended_max_memory()
             torch.mps.set_per_process_memory_fraction((torch.mps.current_allocated_memory() + self.budget) / limit)
@@ -281,7 +280,7 @@ class StandInSession(StandIn):
 Session = CpuSession | RealSession | StandInSession
 
 
-def open_session(request: OpenDevice, code: LearnerCode) -> Session:
+def open_session(request: OpenDevice, code: LearnerCode, gpu_share: float = 1.0) -> Session:
     """The session the judge asked for, patching where ``code``'s modules hold what it replaces. A
     real accelerator the machine lacks is a protocol error of the judge's, never silently a
     stand-in: the judge decided from this process's Hello."""
@@ -294,4 +293,4 @@ def open_session(request: OpenDevice, code: LearnerCode) -> Session:
     available = torch.cuda.is_available() if request.kind == "cuda" else bool(torch.backends.mps.is_available())
     if not available:
         raise RuntimeError(f"no real {request.kind} device here")
-    return RealSession(request.kind, request.budget_bytes, code)
+    return RealSession(request.kind, request.budget_bytes, code, gpu_share)

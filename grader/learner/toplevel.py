@@ -45,10 +45,9 @@ from typing import Any
 
 from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
+from grader.reference.device import MEMORY_SIGNS
 from grader.wire.messages import Cell, CellStop, Source, StopKind, TopLevelEvent
 
-# What the learner's code running out of memory looks like from inside the process.
-MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "OutOfMemoryError", "out of memory")
 # What PyTorch says when the code wants a GPU the machine does not have (lower case).
 NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "cuda driver", "cuda runtime",
                 "cuda error", "cuda-capable device", "cuda is not available", "torch.cuda.is_available() is false",

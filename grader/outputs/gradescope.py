@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grader.course import Course
+from grader.course import Course, GradescopeVisibility, Lang
 from grader.outputs.report import write_atomic
 from grader.score import texts
 from grader.score.results import CheckResult, Report
@@ -25,7 +25,8 @@ from grader.wire.codec import cut
 MAX_TEST_OUTPUT = 3000  # characters of one test's output on Gradescope's page; the cut says so
 
 
-def _test(number: str, exercise_id: str, check: CheckResult, visibility: str, lang: str) -> dict[str, Any]:
+def _test(number: str, exercise_id: str, check: CheckResult, visibility: GradescopeVisibility,
+          lang: Lang) -> dict[str, Any]:
     output = check.message
     if check.hint:
         output += f"\n{texts.ui(lang, 'hint')}: {check.hint}"
@@ -92,7 +93,7 @@ def page_path(root: Path) -> Path:
     return root / "results" / "results.json"
 
 
-def unavailable_results(lang: str, reason: str) -> dict[str, Any]:
+def unavailable_results(lang: Lang, reason: str) -> dict[str, Any]:
     """The results.json of a grader that cannot grade at all (a broken course or install)."""
     text = texts.ui(lang, "gradescope.unavailable").format(reason=cut(reason, 300))
     return {"score": 0.0, "execution_time": 0.0, "output": text, "output_format": "text",

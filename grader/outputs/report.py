@@ -18,18 +18,20 @@ from typing import Any, get_args
 
 import yaml
 
-from grader.course import Visibility
+from grader.course import Lang, Visibility
 from grader.score.results import (
     CheckMode,
     CheckResult,
-    CheckStatus,
     DeviceInfo,
     ExerciseResult,
     ExerciseStatus,
+    GradedDevice,
     IsolationInfo,
+    IsolationMode,
     Report,
     TopLevelStop,
 )
+from grader.wire.messages import CheckStatus, StopKind
 
 
 def _check(check: CheckResult) -> dict[str, Any]:
@@ -144,7 +146,8 @@ def from_dict(data: Any) -> Report:
     if not isinstance(data, Mapping):
         raise ReportError("not a mapping")
     device = _field(data, "device", Mapping, "report")
-    isolation = data.get("isolation") if isinstance(data.get("isolation"), Mapping) else {}
+    found = data.get("isolation")
+    isolation: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     exercises = []
     for ex_id, ex in _field(data, "exercises", Mapping, "report").items():
         where = f"exercise {ex_id}"
@@ -154,19 +157,20 @@ def from_dict(data: Any) -> Report:
         exercises.append(ExerciseResult(str(ex_id), str(ex.get("title") or ""),
                                         _literal(ex.get("status"), ExerciseStatus, where),
                                         _number(ex, "score", where), _number(ex, "max_score", where), checks))
-    stops = tuple(TopLevelStop(str(s.get("where", "")), str(s.get("kind", "")), str(s.get("error", "")),
-                               str(s.get("message", "")), tuple(str(k) for k in s.get("kept") or ()))
+    stops = tuple(TopLevelStop(str(s.get("where", "")), _literal(s.get("kind"), StopKind, "top_level"),
+                               str(s.get("error", "")), str(s.get("message", "")),
+                               tuple(str(k) for k in s.get("kept") or ()))
                   for s in data.get("top_level") or () if isinstance(s, Mapping))
     return Report(
         learner=_field(data, "learner", str, "report"), submission=str(data.get("submission") or ""),
         score=_number(data, "score", "report"), max_score=_number(data, "max_score", "report"),
-        device=DeviceInfo(str(device.get("type", "")), str(device.get("name", "")), str(device.get("torch", "")),
-                          bool(device.get("standin", False))),
-        exercises=tuple(exercises), lang=str(data.get("lang") or "vi"),
+        device=DeviceInfo(_literal(device.get("type"), GradedDevice, "device"), str(device.get("name", "")),
+                          str(device.get("torch", "")), bool(device.get("standin", False))),
+        exercises=tuple(exercises), lang=_literal(data.get("lang") or "vi", Lang, "report"),
         grading_seconds=float(data.get("grading_seconds") or 0.0), grader_version=str(data.get("grader_version") or ""),
         notes=tuple(str(n) for n in data.get("notes") or ()), output=str(data.get("output") or ""),
         grader_error=str(data.get("grader_error") or ""), top_level=stops,
-        isolation=IsolationInfo(str(isolation.get("mode", "none")),
+        isolation=IsolationInfo(_literal(isolation.get("mode", "none"), IsolationMode, "isolation"),
                                 tuple(str(m) for m in isolation.get("missing") or ())),
     )
 

@@ -20,8 +20,10 @@ from typing import Any
 
 import yaml
 
+from grader.course import Lang, lang_of
 from grader.outputs.report import ReportError, as_dict, from_dict, write_atomic
 from grader.score.results import Report
+from grader.wire.messages import REQUESTED_DEVICES, RequestedDevice
 
 SEAL_FILE = ".grader-seal"  # in a batch's output folder: the key its reports are sealed with
 
@@ -34,8 +36,8 @@ class Stamp:
     submission_sha256: str
     course_sha256: str
     grader_version: str
-    lang: str
-    requested_device: str
+    lang: Lang
+    requested_device: RequestedDevice
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,10 @@ def load_report(path: Path) -> StoredReport | None:
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ReportError, TypeError, ValueError):
         return None
     stamp = None
-    if all(isinstance(data.get(key), str) for key in _STAMP_KEYS):
-        stamp = Stamp(*(data[key] for key in _STAMP_KEYS))
+    lang, device = lang_of(data.get("lang")), next((d for d in REQUESTED_DEVICES if d == data.get("requested_device")),
+                                                   None)
+    if all(isinstance(data.get(key), str) for key in _STAMP_KEYS) and lang is not None and device is not None:
+        stamp = Stamp(data["submission_sha256"], data["course_sha256"], data["grader_version"], lang, device)
     return StoredReport(report, stamp, str(data.get("seal") or ""))
 
 

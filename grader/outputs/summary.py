@@ -13,19 +13,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 
-from grader.course import Course
+from grader.course import Course, Lang, Visibility
 from grader.outputs.report import write_atomic
 from grader.score import texts
-from grader.score.results import CheckStatus, Report
+from grader.score.results import Report
+from grader.wire.messages import CheckStatus
 
 SUMMARY_STEM = "summary"
 BINS = 10  # the distribution's bars, each 10 % of the maximum score wide
-STATUSES: tuple[CheckStatus, ...] = ("passed", "failed", "error", "timeout", "skipped", "not_attempted")
-LANG = "en"  # the summary is for instructors; learners' reports keep their own language
+STATUSES: tuple[CheckStatus, ...] = get_args(CheckStatus)
+LANG: Lang = "en"  # the summary is for instructors; learners' reports keep their own language
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
@@ -50,7 +51,7 @@ class ExerciseStats:
 class CheckStats:
     id: str
     exercise: str
-    visibility: str
+    visibility: Visibility
     max_points: float
     counts: Mapping[str, int]  # status -> learners
     hint: str
@@ -111,7 +112,7 @@ def summarize(reports: Iterable[Report], course: Course) -> ClassSummary:
 
     order = {check.id: i for i, check in enumerate(course.checks)}
     tally: dict[str, dict[str, int]] = {}
-    meta: dict[str, tuple[str, str, float]] = {}
+    meta: dict[str, tuple[str, Visibility, float]] = {}
     for report in graded:
         for result in report.exercises:
             for check in result.checks:

@@ -18,7 +18,10 @@ def top_level_lines(report: Report) -> list[str]:
 def summary(report: Report) -> str:
     """A few lines for the terminal: the score per exercise and what to fix."""
     lang = report.lang
-    t = lambda key: texts.ui(lang, key)  # noqa: E731 - a local shorthand
+
+    def t(key: str) -> str:
+        return texts.ui(lang, key)
+
     device = f"{report.device.type} ({report.device.name}, torch {report.device.torch})"
     lines = [f"{t('title')} — {t('learner')}: {report.learner}", f"{t('device')}: {device}"]
     if report.device.standin:

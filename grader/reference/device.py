@@ -17,6 +17,9 @@ TOTAL_MEMORY = 16 * 1024**3
 CAPABILITY = (8, 0)
 # What PyTorch itself says (checked on torch 2.13; MPS texts from its sources and bug reports).
 NO_CUDA = "Torch not compiled with CUDA enabled"
+# What the learner's code running out of memory looks like, from inside its process and from the
+# judge: Python's, PyTorch's (CPU and CUDA allocators) and the C++ runtime's words for it.
+MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "OutOfMemoryError", "out of memory")
 MPS_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
                "Please use float32 instead.")
 

@@ -15,7 +15,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-MiB = 1024 * 1024
+from grader.wire.messages import MiB
 
 
 class MemoryMeter(TorchDispatchMode):
@@ -23,7 +23,7 @@ class MemoryMeter(TorchDispatchMode):
 
     def __init__(self, budget_bytes: int | None = None, device_label: str = "cuda:0",
                  error: Callable[[int, int, int], BaseException] | None = None) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch leaves TorchDispatchMode.__init__ unannotated
         self.budget = budget_bytes
         self.device_label = device_label
         # What running out of the budget raises (asked, live, budget bytes): by default CUDA's

@@ -17,6 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from grader.wire.messages import RecipeName
+from grader.wire.values import device_of, encode_tensor
+
 EX4_BATCH = 602  # halves to 301, then 150 (or 151): at 150 the last micro-batch holds 2 samples
 NOT_OOM = "grader's test error: mat1 and mat2 shapes cannot be multiplied (not an out-of-memory error)"
 
@@ -86,25 +89,33 @@ def ex5_reference_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
     return losses
 
 
-def build(name: str, args: list[Any], device: torch.device) -> tuple[Any, ...]:
+def _ex4_parts(args: list[Any], device: torch.device) -> tuple[Any, ...]:
+    """Model, inputs, targets on the device; an SGD optimizer."""
+    model, inputs, targets = ex4_problem(device)
+    return model, inputs, targets, ex4_optimizer(model)
+
+
+def _ex5_parts(args: list[Any], device: torch.device) -> tuple[Any, ...]:
+    """Model, inputs, targets on the CPU: the learner's loop moves them."""
+    return ex5_problem(*args)
+
+
+RECIPES: dict[RecipeName, Callable[[list[Any], torch.device], tuple[Any, ...]]] = {
+    "ex4.problem": _ex4_parts,
+    "ex5.problem": _ex5_parts,
+    "loss.cross_entropy": lambda args, device: (nn.functional.cross_entropy,),
+    "loss.breaks_once": lambda args, device: (breaks_once(),),
+}
+
+
+def build(name: RecipeName, args: list[Any], device: torch.device) -> tuple[Any, ...]:
     """The parts a recipe makes, in the learner process, on ``device`` (the session's device)."""
-    if name == "ex4.problem":  # model, inputs, targets on the device; an SGD optimizer
-        model, inputs, targets = ex4_problem(device)
-        return model, inputs, targets, ex4_optimizer(model)
-    if name == "ex5.problem":  # model, inputs, targets on the CPU: the learner's loop moves them
-        return ex5_problem(*args)
-    if name == "loss.cross_entropy":
-        return (nn.functional.cross_entropy,)
-    if name == "loss.breaks_once":
-        return (breaks_once(),)
-    raise KeyError(f"no recipe {name!r}")
+    return RECIPES[name](args, device)
 
 
 def inspect(obj: Any) -> Any:
     """A built object's state after the learner's code had it, as plain data: a module's
     parameters and the device they are on."""
-    from grader.wire.values import device_of, encode_tensor
-
     if isinstance(obj, torch.Tensor):
         return encode_tensor(obj)
     if not isinstance(obj, nn.Module):

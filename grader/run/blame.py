@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from grader.errors import GraderFailure
-from grader.score.results import CheckOutcome, CheckStatus, DeviceInfo
+from grader.score.results import CheckOutcome, DeviceInfo
 from grader.wire.codec import cut
 from grader.wire.messages import (
     Calling,
@@ -36,11 +36,13 @@ from grader.wire.messages import (
     CellStop,
     CheckEnded,
     CheckStarted,
+    CheckStatus,
     DeviceFound,
     Done,
     FunctionTimedOut,
     GraderBroken,
     LearnerLost,
+    StopKind,
     TopLevelEvent,
 )
 
@@ -84,7 +86,7 @@ class Trace:
         elif isinstance(message, GraderBroken) and not self.learner_started:
             self.broken = message
         elif isinstance(message, DeviceFound) and self.device is None:
-            self.device = DeviceInfo(message.type[:20], message.name[:100], message.torch[:40], message.standin)
+            self.device = DeviceInfo(message.type, message.name[:100], message.torch[:40], message.standin)
         elif isinstance(message, Canary):
             self.canary = message.status
         elif isinstance(message, LearnerLost):
@@ -208,13 +210,14 @@ def settle(trace: Trace, end: RunEnd, ctx: Context) -> Settled:
     clean = trace.done and end.killed_for is None
     if trace.cells and not trace.done and end.killed_for in (None, "cell_timeout", "process_limit"):
         module, index, label = trace.cells[-1]
+        kind: StopKind
         if end.killed_for == "cell_timeout":
             kind, error = "timeout", f"the cell ran past its {ctx.cell_timeout_s:g} s limit"
         elif end.killed_for == "process_limit":
             kind, error = "ended_process", f"it started more than {ctx.max_processes} processes"
         else:
             kind, error = "ended_process", describe_exit(end.learner_exit)
-        stops.setdefault((module, index), CellStop(module, index, label, None, kind, error))  # type: ignore[arg-type]
+        stops.setdefault((module, index), CellStop(module, index, label, None, kind, error))
         skip.append((module, index))
         return settled()
     if not left or clean:

@@ -38,18 +38,18 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from grader.layout import LEARNER_VIEW
 from grader.paths import PROJECT_ROOT, package_file
 from grader.run.cgroups import hierarchy
+from grader.score.results import IsolationMode
 from grader.spawn.confine import HOME, NOBODY
+from grader.wire.messages import MiB
 
-IsolationMode = Literal["bwrap", "none"]
 PACKAGE_VIEW = "/opt/grader-learner"  # where the learner's part of the grader is, read-only
 # The environment the learner process gets: these names from the grader's, and nothing else.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-              "GRADER_GPU_SHARE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONHASHSEED",
+              "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONHASHSEED",
               "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND", "GRADER_SANDBOX",
               "GRADER_RUN_TOKEN", "PYTORCH_NVML_BASED_CUDA_CHECK")
 GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/dri")
@@ -194,17 +194,17 @@ def view_args(work_mb: int) -> list[str]:
     """The learner's filesystem view, as bubblewrap arguments."""
     args: list[str] = []
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        path = Path("/") / top
-        if path.is_symlink():
-            args += ["--symlink", os.readlink(path), str(path)]
-        elif path.is_dir():
-            args += ["--ro-bind", str(path), str(path)]
+        system = Path("/") / top
+        if system.is_symlink():
+            args += ["--symlink", os.readlink(system), str(system)]
+        elif system.is_dir():
+            args += ["--ro-bind", str(system), str(system)]
     args += ["--ro-bind", "/usr", "/usr"]
     for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives"):
         if os.path.exists(etc):
             args += ["--ro-bind", etc, etc]
     bound = _bound_paths()
-    size = str(work_mb * 1024 * 1024)
+    size = str(work_mb * MiB)
     # /tmp is the work dir's when it can be; an interpreter that lives under /tmp (a venv made in
     # a temporary dir) needs a /tmp of its own to be bound in: then it is read-only (TMPDIR, the
     # work dir's tmp/, is where temporary files go), so that nothing passes through it from one

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import select
 import signal
@@ -32,14 +31,24 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO, Literal, Protocol
+from typing import IO, Protocol
 
 from grader.run import isolation as iso
 from grader.run.isolation import Isolation
+from grader.run.share import WHOLE, Share
 from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, join_cgroup
-from grader.wire.messages import Limits
+from grader.wire.codec import ProtocolError, decode, encode
+from grader.wire.messages import (
+    ForkExited,
+    ForkRequest,
+    ForkStarted,
+    Limits,
+    RequestedDevice,
+    Role,
+    ServerMessage,
+    ServerReady,
+)
 
-Role = Literal["judge", "learner"]
 READY_TIMEOUT_S = 300.0
 TOKEN_LENGTH = 32
 
@@ -53,8 +62,9 @@ class Spawn:
     cwd: str
     fds: tuple[int, ...]  # handed to the child, which finds them at FIRST_FD, FIRST_FD + 1, ...
     limits: Limits | None = None  # the learner process's; the judge runs without
-    device: str = "auto"  # the learner process's --device
+    device: RequestedDevice = "auto"  # the learner process's --device
     cgroup_fd: int | None = None  # the learner process writes itself into its run's cgroup through it
+    gpu_share: float = 1.0  # the learner process's part of the GPU's memory (a batch's workers split it)
 
 
 class Child(Protocol):
@@ -83,7 +93,7 @@ def argv(spawn: Spawn, fds: tuple[int, ...]) -> list[str]:
     """The command line of a process of this role, which finds its passed fds at ``fds``."""
     if spawn.role == "judge":
         return [sys.executable, "-m", "grader.judge"]
-    return [sys.executable, "-m", "grader.learner", str(fds[0]), spawn.device]
+    return [sys.executable, "-m", "grader.learner", str(fds[0]), spawn.device, repr(spawn.gpu_share)]
 
 
 def _exec_child(limits: Limits | None, cgroup_fd: int | None) -> None:
@@ -133,16 +143,20 @@ def _same(code: int | None) -> int | None:
     return code
 
 
-class ExecLauncher:
-    """Each process a fresh Python; ``env`` is added to every process's environment (a batch's
-    share of the machine: its threads, its part of the GPU)."""
+def _shared(spawn: Spawn, share: Share) -> Spawn:
+    """``spawn`` with its grading's share of the machine: the thread variables, the GPU's part."""
+    return dataclasses.replace(spawn, env={**spawn.env, **share.env}, gpu_share=share.gpu)
 
-    def __init__(self, env: Mapping[str, str] | None = None, isolation: Isolation = iso.NONE) -> None:
-        self.env = dict(env or {})
+
+class ExecLauncher:
+    """Each process a fresh Python, with ``share`` (a batch's worker's part of the machine)."""
+
+    def __init__(self, share: Share = WHOLE, isolation: Isolation = iso.NONE) -> None:
+        self.share = share
         self.isolation = isolation
 
     def start(self, spawn: Spawn) -> Child:
-        return Exec(dataclasses.replace(spawn, env={**spawn.env, **self.env}), self.isolation)
+        return Exec(_shared(spawn, self.share), self.isolation)
 
 
 class ServerGone(Exception):
@@ -158,8 +172,8 @@ class ForkedChild:
         self.host_pid = not server.isolated  # an isolated server's pids are of its own namespace
         self.returncode: int | None = None
         self._server_alive = True
-        self.stdin = os.fdopen(stdin, "wb")
-        self.stdout = os.fdopen(stdout, "rb", buffering=0)
+        self.stdin: IO[bytes] = os.fdopen(stdin, "wb")
+        self.stdout: IO[bytes] = os.fdopen(stdout, "rb", buffering=0)
         self.fds: tuple[int, ...] = ()
 
     def poll(self) -> int | None:
@@ -189,7 +203,10 @@ class ForkedChild:
             # sandbox kills what is left as usual.
             self._server_alive = False
         else:
-            code = int(message["exit"])
+            if not isinstance(message, ForkExited):
+                self._server_alive = False
+                return
+            code = message.code
             self.returncode = iso.exit_status(code) if self._server.isolated else code
 
 
@@ -227,16 +244,23 @@ class ForkServer:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C in the terminal is the grader's to handle
             )
-        if not select.select([self.sock], [], [], READY_TIMEOUT_S)[0] or self.receive() != {"ready": True}:
+        if not select.select([self.sock], [], [], READY_TIMEOUT_S)[0] or self.receive() != ServerReady(ok=True):
             self.close()
             raise ServerGone(f"the {role} fork server did not start")
 
-    def receive(self) -> dict[str, object] | None:
+    def receive(self) -> ServerMessage | None:
+        """The server's next message; None when it is gone (or said what is not one: as good as gone)."""
         try:
             data = self.sock.recv(65536)
         except OSError:
             return None
-        return json.loads(data) if data else None
+        if not data:
+            return None
+        try:
+            message: ServerMessage = decode(data, ServerMessage)
+        except ProtocolError:
+            return None
+        return message
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -246,9 +270,8 @@ class ForkServer:
         stdout_r, stdout_w = os.pipe()
         try:
             env = iso.learner_env(spawn.env) if self.isolated else dict(spawn.env)
-            request = json.dumps({"cwd": spawn.cwd, "env": env, "device": spawn.device,
-                                  "limits": dataclasses.asdict(spawn.limits) if spawn.limits else None,
-                                  "cgroup": spawn.cgroup_fd is not None}).encode()
+            request = encode(ForkRequest(env, spawn.cwd, spawn.device, spawn.limits, spawn.cgroup_fd is not None,
+                                         spawn.gpu_share))
             extra = [spawn.cgroup_fd] if spawn.cgroup_fd is not None else []
             socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *extra])
             reply = self.receive() if select.select([self.sock], [], [], 30.0)[0] else None
@@ -257,12 +280,12 @@ class ForkServer:
         finally:
             os.close(stdin_r)
             os.close(stdout_w)
-        if reply is None or "pid" not in reply:
+        if not isinstance(reply, ForkStarted):
             os.close(stdin_w)
             os.close(stdout_r)
             self.close()
             raise ServerGone(f"the {self.role} fork server died")
-        child = ForkedChild(self, int(reply["pid"]), stdin_w, stdout_r)  # type: ignore[arg-type]
+        child = ForkedChild(self, reply.pid, stdin_w, stdout_r)
         child.fds = tuple(range(FIRST_FD, FIRST_FD + len(spawn.fds)))
         return child
 
@@ -280,8 +303,8 @@ class ForkLauncher:
     when the launcher closes. A server that could not start is not tried again in that thread:
     its processes are exec'd."""
 
-    def __init__(self, env: Mapping[str, str] | None = None, isolation: Isolation = iso.NONE) -> None:
-        self.env = dict(env or {})
+    def __init__(self, share: Share = WHOLE, isolation: Isolation = iso.NONE) -> None:
+        self.share = share
         self.isolation = isolation
         self._local = threading.local()
         self._servers: list[ForkServer] = []
@@ -318,7 +341,7 @@ class ForkLauncher:
         return server
 
     def start(self, spawn: Spawn) -> Child:
-        spawn = dataclasses.replace(spawn, env={**spawn.env, **self.env})
+        spawn = _shared(spawn, self.share)
         server_env = {k: v for k, v in spawn.env.items() if k != TOKEN_VAR}
         server = self._server(spawn.role, server_env, spawn.limits.file_size_mb if spawn.limits else 256)
         if server is not None:
@@ -337,11 +360,11 @@ class ForkLauncher:
 
 
 @contextlib.contextmanager
-def launcher_for_batch(fork: bool, env: Mapping[str, str], isolation: Isolation) -> Iterator[Launcher]:
+def launcher_for_batch(fork: bool, share: Share, isolation: Isolation) -> Iterator[Launcher]:
     """What ``grader batch`` grades with, for its lifetime: processes forked from warm servers
-    (unless ``fork`` is False), each with ``env`` added (its share of the machine)."""
+    (unless ``fork`` is False), each with ``share`` of the machine."""
     if not fork:
-        yield ExecLauncher(env, isolation)
+        yield ExecLauncher(share, isolation)
         return
-    with ForkLauncher(env, isolation) as launcher:
+    with ForkLauncher(share, isolation) as launcher:
         yield launcher

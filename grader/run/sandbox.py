@@ -47,11 +47,13 @@ from grader.wire.messages import (
     CellStop,
     CheckEnded,
     CheckStarted,
+    CheckStatus,
     Done,
     LearnerLost,
     Limits,
     Plan,
     PlannedCheck,
+    RequestedDevice,
     Source,
     Start,
     TopLevelEvent,
@@ -128,7 +130,7 @@ class _Pair:
     cell_started: list[float] = field(default_factory=list)  # when each running cell started (monotonic)
 
 
-def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: str, limits: Limits,
+def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
                launcher: Launcher | None = None) -> SandboxRun:
     """Grade ``checks`` (all of exercises that have a source) in as few runs as possible."""
     root = Path(tempfile.mkdtemp(prefix="grader-"))
@@ -142,7 +144,7 @@ def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device
 
 class _Runner:
     def __init__(self, workdir: Path, sources: Mapping[str, Source], checks: list[CheckSpec],  # noqa: PLR0917
-                 device: str, limits: Limits, launcher: Launcher) -> None:
+                 device: RequestedDevice, limits: Limits, launcher: Launcher) -> None:
         self.workdir, self.sources = workdir, sources
         self.checks = {c.id: c for c in checks}
         self.device, self.limits, self.launcher = device, limits, launcher
@@ -188,9 +190,9 @@ class _Runner:
         return SandboxRun(dict(self.outcomes), self.device_info, tuple(self.notes), self.runs,
                           self.output.text(), self.grader_error, tuple(self.stops.values()), self.isolation)
 
-    def charge_rest(self, status: str, message_id: str, params: Mapping[str, str] | None = None) -> None:
+    def charge_rest(self, status: CheckStatus, message_id: str, params: Mapping[str, str] | None = None) -> None:
         for check in self.pending():
-            self.outcomes[check.id] = CheckOutcome(check.id, status, message_id, dict(params or {}))  # type: ignore[arg-type]
+            self.outcomes[check.id] = CheckOutcome(check.id, status, message_id, dict(params or {}))
 
     # -- one run ------------------------------------------------------------------------------
     def spawn(self, pending: list[CheckSpec]) -> _Pair:

@@ -1,15 +1,25 @@
-"""Each concurrent grading's share of the machine: its threads, its part of the GPU's memory.
-"""
+"""Each concurrent grading's share of the machine: its threads, its part of the GPU's memory."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 # Read by torch (and the BLAS under it) when a sandboxed child starts: its intra-op threads.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-# The fraction of the GPU's memory a learner process may use (read by grader/learner/sessions.py).
-GPU_SHARE_VAR = "GRADER_GPU_SHARE"
+
+
+@dataclass(frozen=True)
+class Share:
+    """What each grading's processes get: the thread variables their libraries read, and the
+    fraction of the GPU's memory the learner process may fill (grader/learner/sessions.py)."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    gpu: float = 1.0
+
+
+WHOLE = Share()
 
 
 def usable_cores() -> int:
@@ -18,9 +28,9 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def machine_share(workers: int, environ: Mapping[str, str]) -> dict[str, str]:
-    """Each of ``workers`` concurrent gradings' share of the cores and of the GPU, as environment
-    variables for their processes (a value the user set in ``environ`` is left alone).
+def machine_share(workers: int, environ: Mapping[str, str]) -> Share:
+    """Each of ``workers`` concurrent gradings' share of the cores and of the GPU (a thread
+    variable the user set in ``environ`` is left alone).
 
     Each process's torch starts one thread per core; two gradings on two cores then run four
     threads whose OpenMP spin-waits burn the CPU the other needs (measured on 2 cores: 2 workers
@@ -28,7 +38,6 @@ def machine_share(workers: int, environ: Mapping[str, str]) -> dict[str, str]:
     fill only its share of the memory (the out-of-memory exercise would otherwise take it all).
     """
     if workers <= 1:
-        return {}
-    shares = {var: str(max(1, usable_cores() // workers)) for var in THREAD_VARS}
-    shares[GPU_SHARE_VAR] = f"{1 / workers:.4f}"
-    return {var: value for var, value in shares.items() if var not in environ}
+        return WHOLE
+    threads = str(max(1, usable_cores() // workers))
+    return Share({var: threads for var in THREAD_VARS if var not in environ}, round(1 / workers, 4))

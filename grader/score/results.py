@@ -6,10 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped", "not_attempted"]
+from grader.course import Lang, Visibility
+from grader.wire.messages import CheckStatus, DeviceKind, DeviceMode, StopKind
+
 ExerciseStatus = Literal["passed", "partial", "failed", "not_attempted", "error", "timeout"]
-# Where a check actually ran: a real device, or the CPU stand-in for an accelerator.
-CheckMode = Literal["cpu", "cuda", "mps", "standin", "static"]
+# Where a check actually ran: a real device, or the CPU stand-in for an accelerator; ``static``
+# when nothing ran (a file missing, a notebook that does not load, a grader that could not run).
+CheckMode = Literal[DeviceMode, "static"]
+# What a report says it graded on: the device the judge found, or ``unknown`` when nothing ran.
+GradedDevice = Literal[DeviceKind, "unknown"]
+# How the learner's code was isolated (grader/run/isolation.py).
+IsolationMode = Literal["bwrap", "none"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class CheckResult:
     message: str = ""
     hint: str = ""
     mode: CheckMode | None = None
-    visibility: Literal["public", "hidden"] = "public"
+    visibility: Visibility = "public"
     duration_s: float = 0.0
     devices: tuple[str, ...] = ()  # each device it ran on: "cpu", "cuda (stand-in)", "mps (stand-in)"
 
@@ -52,7 +59,7 @@ class ExerciseResult:
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    type: str
+    type: GradedDevice
     name: str
     torch: str
     standin: bool = False
@@ -64,7 +71,7 @@ class TopLevelStop:
     """A cell of the learner's top level that did not run to its end; it costs no points."""
 
     where: str  # "bai14.ipynb, In [8], line 1"
-    kind: str  # grader/wire/messages.py StopKind
+    kind: StopKind
     error: str  # one line
     message: str  # what happened and what to do, in the report's language
     kept: tuple[str, ...] = ()  # definitions the cell still made after it stopped
@@ -75,7 +82,7 @@ class IsolationInfo:
     """How the learner's code was kept from the grader, other learners and the network
     (grader/run/isolation.py): ``bwrap``, or ``none`` with what this machine lacks."""
 
-    mode: str = "none"
+    mode: IsolationMode = "none"
     missing: tuple[str, ...] = ()
 
 
@@ -87,7 +94,7 @@ class Report:
     max_score: float
     device: DeviceInfo
     exercises: tuple[ExerciseResult, ...]
-    lang: str
+    lang: Lang
     grading_seconds: float
     grader_version: str
     notes: tuple[str, ...] = ()

@@ -6,14 +6,13 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 
-from grader.course import Course, Exercise
+from grader.course import Course, Exercise, Lang
 from grader.errors import GraderFailure
 from grader.intake.submission import LoadProblem, Submission
 from grader.score import texts
 from grader.score.results import (
     CheckOutcome,
     CheckResult,
-    CheckStatus,
     DeviceInfo,
     ExerciseResult,
     ExerciseStatus,
@@ -21,7 +20,7 @@ from grader.score.results import (
     Report,
     TopLevelStop,
 )
-from grader.wire.messages import CellStop, Limits, Source
+from grader.wire.messages import CellStop, CheckStatus, Limits, Source
 
 # A file that cannot be used is an error, except an empty one: nothing was attempted.
 _PROBLEM_STATUS: dict[str, CheckStatus] = {
@@ -59,7 +58,7 @@ def stop_where(source: Source | None, stop: CellStop) -> str:
     return f"{source.origin}, {cell.label}" + (f", line {stop.line}" if stop.line else "")
 
 
-def top_level_stops(submission: Submission, stops: Iterable[CellStop], lang: str,
+def top_level_stops(submission: Submission, stops: Iterable[CellStop], lang: Lang,
                     limits: Limits) -> tuple[TopLevelStop, ...]:
     """The learner's stopped cells as the report shows them, in the submission's order."""
     sources = _sources_by_module(submission)
@@ -119,7 +118,7 @@ def exercise_status(checks: tuple[CheckResult, ...], score: float, max_score: fl
     return "failed"
 
 
-def score_exercise(exercise: Exercise, outcomes: Mapping[str, CheckOutcome], lang: str) -> ExerciseResult:
+def score_exercise(exercise: Exercise, outcomes: Mapping[str, CheckOutcome], lang: Lang) -> ExerciseResult:
     results = []
     for spec in exercise.checks:
         outcome = outcomes.get(spec.id) or CheckOutcome(spec.id, "error", "child_failed", {"code": "?"})
@@ -143,12 +142,12 @@ def score_exercise(exercise: Exercise, outcomes: Mapping[str, CheckOutcome], lan
                           score, exercise.max_score, checks)
 
 
-def failure_text(failure: GraderFailure, lang: str) -> str:
+def failure_text(failure: GraderFailure, lang: Lang) -> str:
     return texts.render(lang, f"grader_error.{failure.kind}", {"error": failure.error})
 
 
 def build_report(course: Course, submission: Submission, exercises: tuple[Exercise, ...],
-                 outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: str, seconds: float,
+                 outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: Lang, seconds: float,
                  version: str, notes: tuple[str, ...] = (), output: str = "",
                  failure: GraderFailure | None = None, top_level: tuple[TopLevelStop, ...] = (),
                  isolation: IsolationInfo | None = None) -> Report:

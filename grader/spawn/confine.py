@@ -15,7 +15,7 @@ import os
 import resource
 import signal
 
-from grader.wire.messages import Limits
+from grader.wire.messages import Limits, MiB
 
 FIRST_FD = 3  # where a child finds the fds it was passed, in order
 TOKEN_VAR = "GRADER_RUN_TOKEN"  # every learner process of a run carries it (grader/run/reaper.py)
@@ -28,13 +28,12 @@ def apply_limits(limits: Limits | None) -> None:
     os.setsid()
     if limits is None:
         return
-    mib = 1024 * 1024
     for which, value in (
         # Data, not address space: a CUDA context reserves tens of GiB of address space it
         # never touches, which RLIMIT_AS would refuse; private memory is what a grab uses.
-        (resource.RLIMIT_DATA, limits.memory_mb * mib),
+        (resource.RLIMIT_DATA, limits.memory_mb * MiB),
         (resource.RLIMIT_CPU, limits.cpu_seconds),
-        (resource.RLIMIT_FSIZE, limits.file_size_mb * mib),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * MiB),
         (resource.RLIMIT_CORE, 0),
     ):
         # The hard CPU limit a little above the soft one: at the soft limit the kernel sends
@@ -80,7 +79,7 @@ def enter_run(work_mb: int) -> None:
     _check(libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl")
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
     _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mount /proc")
-    options = f"size={work_mb * 1024 * 1024},mode=0777".encode()
+    options = f"size={work_mb * MiB},mode=0777".encode()
     _check(libc.mount(b"tmpfs", HOME.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options), f"mount {HOME}")
     os.mkdir(f"{HOME}/tmp", 0o1777)
     os.chmod(f"{HOME}/tmp", 0o1777)

@@ -20,16 +20,15 @@ import contextlib
 import ctypes
 import gc
 import importlib
-import json
 import os
 import signal
 import socket
 import sys
 import traceback
-from typing import Any
 
 from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privileges, enter_run, join_cgroup
-from grader.wire.messages import Limits
+from grader.wire.codec import decode, encode
+from grader.wire.messages import ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
 
 # Imported once by a server; a judge's checks themselves are imported by pytest in each child.
 PRELOAD = {
@@ -61,13 +60,13 @@ def _isolate(work_mb: int, cgroup_fd: int | None) -> None:
     enter_run(work_mb)
 
 
-def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: list[int],  # noqa: PLR0917
+def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: list[int],  # noqa: PLR0917
                   isolated: bool, work_mb: int) -> None:
     code = 1
     try:
         sock.close()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        cgroup_fd = fds.pop() if request.get("cgroup") else None
+        cgroup_fd = fds.pop() if request.cgroup else None
         if isolated:
             _isolate(work_mb, cgroup_fd)
         elif cgroup_fd is not None:
@@ -80,17 +79,16 @@ def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: 
             os.dup2(fd, target)
             os.close(fd)
         os.dup2(1, 2)
-        limits = request["limits"]
-        apply_limits(Limits(**limits) if limits else None)
+        apply_limits(request.limits)
         if isolated:
             drop_privileges()
-        env: dict[str, str] = request["env"]
+        env = dict(request.env)
         if role == "learner" and TOKEN_VAR in env:
             # The token first, in the block /proc shows; then os.environ, which exec'd descendants inherit.
             _write_token_in_place(TOKEN_VAR, env[TOKEN_VAR])
         os.environ.clear()
         os.environ.update(env)
-        os.chdir(request["cwd"])
+        os.chdir(request.cwd)
         threads = env.get("OMP_NUM_THREADS", "")
         if threads.isdigit() and int(threads) > 0:  # libgomp read the variable when the server loaded it
             import torch
@@ -103,7 +101,7 @@ def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: 
         else:
             from grader.learner.__main__ import main
 
-            code = main(FIRST_FD, str(request["device"]))
+            code = main(FIRST_FD, request.device, request.gpu_share)
     except BaseException:  # noqa: BLE001 - whatever happens, this process must not return to the server loop
         with contextlib.suppress(Exception):
             traceback.print_exc()
@@ -111,7 +109,7 @@ def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: 
         os._exit(code)
 
 
-def serve(role: str, fd: int, isolated: bool = False, work_mb: int = 256) -> None:
+def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     for name in PRELOAD[role]:
@@ -119,10 +117,10 @@ def serve(role: str, fd: int, isolated: bool = False, work_mb: int = 256) -> Non
     import torch
 
     if torch.cuda.is_initialized():  # an import touched CUDA: a forked child could not use it
-        sock.send(json.dumps({"ready": False}).encode())
+        sock.send(encode(ServerReady(ok=False)))
         return
     gc.freeze()  # children's collections skip the preloaded heap, and leave its pages shared
-    sock.send(json.dumps({"ready": True}).encode())
+    sock.send(encode(ServerReady(ok=True)))
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
@@ -132,15 +130,15 @@ def serve(role: str, fd: int, isolated: bool = False, work_mb: int = 256) -> Non
             return  # the grader closed its end
         pid = os.fork()
         if pid == 0:
-            _become_child(role, sock, json.loads(data), fds, isolated, work_mb)
+            _become_child(role, sock, decode(data, ForkRequest), fds, isolated, work_mb)
         for received in fds:
             os.close(received)
-        sock.send(json.dumps({"pid": pid}).encode())
+        sock.send(encode(ForkStarted(pid)))
         _, status = os.waitpid(pid, 0)
         with contextlib.suppress(OSError):
-            sock.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+            sock.send(encode(ForkExited(os.waitstatus_to_exitcode(status))))
 
 
 if __name__ == "__main__":
     isolated = len(sys.argv) > 3 and sys.argv[3] == "isolated"
-    serve(sys.argv[1], int(sys.argv[2]), isolated, int(sys.argv[4]) if isolated else 256)
+    serve(role_of(sys.argv[1]), int(sys.argv[2]), isolated, int(sys.argv[4]) if isolated else 256)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 # Cell magics whose body is ordinary Python that runs in the user namespace, line for line; every
 # other cell magic (%%bash, %%writefile, %%capture, ...) hands its body to the kernel as text.
-_PYTHON_BODY_CELL_MAGICS = frozenset({"time", "timeit", "prun"})
+PYTHON_BODY_CELL_MAGICS = frozenset({"time", "timeit", "prun"})
 # `files = !ls`, `t = %timeit -o f()`: IPython assigns the magic's result to the names.
 _MAGIC_ASSIGNMENT = re.compile(
     r"^(?P<indent>\s*)(?P<targets>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*(?P<rest>[!%].*)$"
@@ -34,7 +34,7 @@ def neutralise(lines: list[str], *, cell_magics: bool) -> list[str]:
     start = 0
     if cell_magics and first is not None and lines[first].lstrip().startswith("%%"):
         name, _, args = lines[first].lstrip()[2:].partition(" ")
-        if name in _PYTHON_BODY_CELL_MAGICS:
+        if name in PYTHON_BODY_CELL_MAGICS:
             out[first] = _as_pass(lines[first])  # the body runs as the cell's own code
             start = first + 1
         else:

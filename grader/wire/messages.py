@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
+
+T = TypeVar("T")
 
 # -- closed sets ----------------------------------------------------------------------------------
 # Device events the learner process records for the checks (grader/learner/sessions.py, standin.py).
@@ -41,6 +43,13 @@ StopKind = Literal["syntax_error", "no_gpu", "missing_module", "input", "timeout
 # past its deadline now, or in an earlier check.
 RaisedKind = Literal["learner_raised", "not_attempted", "timed_out", "already_timed_out"]
 DeviceKind = Literal["cpu", "cuda", "mps"]
+# The two processes of a run that the grader starts (grader/run/launch.py).
+Role = Literal["judge", "learner"]
+# What a grading may be asked to grade on (``--device``, ``grade(device=)``, the learner process's
+# argument): the machine's best, or one kind.
+RequestedDevice = Literal["auto", "cpu", "cuda", "mps"]
+REQUESTED_DEVICES: tuple[RequestedDevice, ...] = get_args(RequestedDevice)
+ROLES: tuple[Role, ...] = get_args(Role)
 # Where a check ran: a real device, or the stand-in on the CPU (grader/score/results.py CheckMode).
 DeviceMode = Literal["cpu", "cuda", "mps", "standin"]
 CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped", "not_attempted"]
@@ -53,9 +62,31 @@ RuntimeMessage = Literal[
     "child_failed",
 ]
 RUNTIME_MESSAGES: tuple[RuntimeMessage, ...] = get_args(RuntimeMessage)
-# Why the grader itself could not run the checks (grader/errors.py GraderFailureKind).
-BrokenKind = Literal["checks_not_loaded", "child_start_failed", "pytest_failed", "nothing_ran", "internal"]
+# Why the grader itself could not run the checks: the judge says so (GraderBroken), the grader's
+# process finds it (grader/errors.py GraderFailure); each is a text grader_error.<kind>.
+GraderFailureKind = Literal["checks_not_loaded", "child_start_failed", "pytest_failed", "nothing_ran", "internal"]
+# The objects a check can have built in the learner process (grader/reference/problems.py).
+RecipeName = Literal["ex4.problem", "ex5.problem", "loss.cross_entropy", "loss.breaks_once"]
 QueryKind = Literal["live_bytes", "fill_capacity", "inspect"]
+# Why the judge lost the learner process: it ended (or stopped answering), or it sent what is not a message.
+LostReason = Literal["ended", "broke_protocol"]
+
+
+def one_of(value: object, choices: tuple[T, ...], what: str) -> T:
+    """``value`` as one of a closed set's ``choices`` (a command-line argument, a user's option);
+    ValueError naming ``what`` for anything else."""
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise ValueError(f"{what}: {value!r} is not one of {', '.join(map(str, choices))}")
+
+
+def role_of(text: str) -> Role:
+    return one_of(text, ROLES, "role")
+
+
+def requested_device(text: str) -> RequestedDevice:
+    return one_of(text, REQUESTED_DEVICES, "device")
 
 
 # -- what several messages carry --------------------------------------------------------------------
@@ -256,7 +287,7 @@ class Build:
     """Build a recipe's objects in the innermost session (grader/reference/problems.py); the answer
     is a handle the judge passes back as arguments (``{"$ref": [handle, part]}``)."""
 
-    recipe: str
+    recipe: RecipeName
     args: tuple[Any, ...] = ()
 
 
@@ -270,6 +301,7 @@ class Call:
     meter: bool = False  # measure the peak of live tensors during the call
     meter_budget: int | None = None  # ... and run out of memory past this many bytes
     watch_amp: bool = False  # count GradScaler calls and deprecated torch.cuda.amp / torch.cpu.amp uses
+    count_steps: bool = False  # count optimizer.step() calls, of any torch optimizer
 
 
 @dataclass(frozen=True)
@@ -291,6 +323,9 @@ class Query:
 
 
 # -- grader → the learner process's start-up (exec'd or forked) ----------------------------------
+MiB = 1024 * 1024  # the unit of the limits' sizes, and of every size a check or a report states
+
+
 @dataclass(frozen=True)
 class Limits:
     """The course's limits on the learner process (course.yaml ``limits``), which it applies to
@@ -307,6 +342,39 @@ class Limits:
     top_level_timeout_s: float = 60.0
 
 
+# -- grader ↔ a fork server (grader/run/launch.py ForkServer, grader/spawn/forkserver.py) ------------
+@dataclass(frozen=True)
+class ServerReady:
+    """The server imported what its role needs; ``ok`` False when an import touched CUDA (a forked
+    child could not use it): the grader execs that role's processes instead."""
+
+    ok: bool
+
+
+@dataclass(frozen=True)
+class ForkRequest:
+    """Fork a child of the server's role: what an exec'd one would get (grader/run/launch.py ``Spawn``).
+    The fds come beside the message: stdin, stdout, the role's own, then the run's cgroup.procs
+    when ``cgroup``."""
+
+    env: Mapping[str, str]
+    cwd: str
+    device: RequestedDevice = "auto"  # the learner process's
+    limits: Limits | None = None  # the learner process's; the judge runs without
+    cgroup: bool = False
+    gpu_share: float = 1.0  # the learner process's part of the GPU's memory
+
+
+@dataclass(frozen=True)
+class ForkStarted:
+    pid: int  # in the server's pid namespace (an isolated server's own)
+
+
+@dataclass(frozen=True)
+class ForkExited:
+    code: int  # as os.waitstatus_to_exitcode gives it
+
+
 # -- grader → judge (its stdin) -------------------------------------------------------------------
 @dataclass(frozen=True)
 class PlannedCheck:
@@ -319,7 +387,7 @@ class PlannedCheck:
 class Plan:
     checks: tuple[PlannedCheck, ...]
     start: Start
-    device: str  # --device: "auto" | "cpu" | "cuda" | "mps"
+    device: RequestedDevice
     channel_fd: int
     learner_fd: int
     key: str  # the channel's key (hex); the learner process never sees it
@@ -328,7 +396,7 @@ class Plan:
 # -- judge → grader (the signed channel) ----------------------------------------------------------
 @dataclass(frozen=True)
 class DeviceFound:
-    type: str
+    type: DeviceKind
     name: str
     torch: str
     standin: bool
@@ -339,7 +407,7 @@ class GraderBroken:
     """The grader cannot run the checks here (a package missing, a check that does not import).
     Sent only before any learner code ran, so a learner cannot pass its failure off as this."""
 
-    kind: BrokenKind
+    kind: GraderFailureKind
     error: str
 
 
@@ -379,7 +447,7 @@ class LearnerLost:
     """The learner process ended, stopped answering or broke the protocol; the judge ends too,
     and the grader settles the check that was running (grader/run/blame.py)."""
 
-    reason: Literal["ended", "broke_protocol"]
+    reason: LostReason
     detail: str = ""
 
 
@@ -390,12 +458,13 @@ class Done:
 
 LearnerMessage = Hello | TopLevelEvent | Ready | DeviceOpened | Returned | Raised | Answer | Closed | Failed
 JudgeRequest = Start | OpenDevice | OpenWorld | Close | Reset | Build | Call | Value | Query
+ServerMessage = ServerReady | ForkStarted | ForkExited
 JudgeReport = (DeviceFound | GraderBroken | TopLevelEvent | CheckStarted | Calling | CheckEnded | FunctionTimedOut
                | Canary | LearnerLost | Done)
 MESSAGE_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     Event, CudaFacts, CellStop, Cell, Source,
     Hello, TopLevelEvent, Ready, DeviceOpened, Returned, Raised, Answer, Closed, Failed,
     Start, OpenDevice, OpenWorld, Close, Reset, Build, Call, Value, Query,
-    PlannedCheck, Plan,
+    PlannedCheck, Plan, Limits, ServerReady, ForkRequest, ForkStarted, ForkExited,
     DeviceFound, GraderBroken, CheckStarted, Calling, CheckEnded, FunctionTimedOut, Canary, LearnerLost, Done,
 )}

@@ -23,11 +23,18 @@ from grader.wire.codec import ProtocolError, bytes_field, bytes_of, cut, encode_
 
 DEVICE_ATTR = "_grader_device"  # on a judge-side tensor: the device it lived on, learner side
 TAG = "_standin_device"  # grader/emulation/standin.py's device tag on a learner-side tensor
+PINNED = "_standin_pinned"  # ... and its mark of host memory pinned for fast, asynchronous copies
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16,
     torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)}
 # Taken at import, before any session patches torch (a stand-in replaces torch.device).
 _Tensor, _device, _dtype = torch.Tensor, torch.device, torch.dtype
+# The base classes' own descriptors, read through ``__get__``: a subclass's override never answers.
+_TENSOR_DEVICE: Any = torch.Tensor.device
+_ARRAY_DTYPE: Any = numpy.ndarray.dtype
+_ARRAY_SHAPE: Any = numpy.ndarray.shape
+_DEVICE_TYPE: Any = torch.device.type
+_DEVICE_INDEX: Any = torch.device.index
 MAX_ELEMENTS = 1 << 24  # the checks send and read small tensors; a learner's 1 GB return is not sent
 Resolve = Callable[[int, int], Any]  # (handle, part) -> an object a recipe built (learner side)
 Place = Callable[[torch.Tensor, str], torch.Tensor]  # a tensor the judge sent, onto the session's device
@@ -36,7 +43,7 @@ Place = Callable[[torch.Tensor, str], torch.Tensor]  # a tensor the judge sent, 
 def device_of(tensor: torch.Tensor) -> str:
     """Where a tensor lives: its stand-in tag, the tag it came back with, or its real device."""
     tagged = getattr(tensor, DEVICE_ATTR, None) or getattr(tensor, TAG, None)
-    return str(tagged) if tagged else torch.Tensor.device.__get__(tensor).type  # type: ignore[attr-defined]
+    return str(tagged) if tagged else _TENSOR_DEVICE.__get__(tensor).type
 
 
 def encode_tensor(tensor: torch.Tensor) -> dict[str, Any]:
@@ -51,7 +58,7 @@ def encode_tensor(tensor: torch.Tensor) -> dict[str, Any]:
         raw = torch.Tensor.numpy(flat.view(torch.uint8)).tobytes() if flat.numel() else b""
         return {"$tensor": {"dtype": dtype, "shape": list(base.shape), "data": bytes_field(raw),
                             "device": device_of(tensor), "requires_grad": bool(tensor.requires_grad),
-                            "pinned": bool(getattr(tensor, "_standin_pinned", False))}}
+                            "pinned": bool(getattr(tensor, PINNED, False))}}
 
 
 def decode_tensor(data: dict[str, Any], place: Place | None = None) -> torch.Tensor:
@@ -80,10 +87,10 @@ def decode_tensor(data: dict[str, Any], place: Place | None = None) -> torch.Ten
 
 def encode_array(array: numpy.ndarray) -> dict[str, Any]:
     base = numpy.ndarray.copy(array, order="C")  # the base method: an override cannot answer
-    dtype = numpy.ndarray.dtype.__get__(base)  # type: ignore[attr-defined]
+    dtype = _ARRAY_DTYPE.__get__(base)
     if dtype.hasobject:
         raise ProtocolError("an object array cannot be sent")
-    return {"$ndarray": {"dtype": dtype.str, "shape": list(numpy.ndarray.shape.__get__(base)),  # type: ignore[attr-defined]
+    return {"$ndarray": {"dtype": dtype.str, "shape": list(_ARRAY_SHAPE.__get__(base)),
                          "data": bytes_field(numpy.ndarray.tobytes(base))}}
 
 
@@ -94,7 +101,8 @@ def decode_array(data: dict[str, Any]) -> numpy.ndarray:
         raw = bytes_of(data["data"])
         if dtype.hasobject:
             raise ValueError("object dtype")
-        return numpy.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        array: numpy.ndarray = numpy.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        return array
     except (KeyError, TypeError, ValueError) as exc:
         raise ProtocolError(f"a malformed array: {exc}") from None
 
@@ -119,7 +127,7 @@ def _encode(value: Any, depth: int) -> Any:
     if issubclass(kind, numpy.generic):
         return {"$npscalar": {"dtype": numpy.dtype(kind).str, "value": encode_plain(numpy.generic.item(value))}}
     if issubclass(kind, _device):
-        return {"$device": str(_device(_device.type.__get__(value), _device.index.__get__(value)))}
+        return {"$device": str(_device(_DEVICE_TYPE.__get__(value), _DEVICE_INDEX.__get__(value)))}
     if issubclass(kind, _dtype):
         return {"$dtype": str(value).removeprefix("torch.")}
     if value is None or kind in (bool, int, float, str):

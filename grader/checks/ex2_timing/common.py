@@ -48,9 +48,9 @@ class Interval:
 
 def seconds_of(value: object) -> float:
     """What time_matmul returned, as a number of seconds; anything else is its mistake."""
-    if isinstance(value, torch.Tensor) or not is_number(value) or value <= 0:  # type: ignore[operator]
+    if isinstance(value, torch.Tensor) or not is_number(value) or value <= 0:
         fail("ex2.not_seconds", got=repr(value)[:60])
-    return float(value)  # type: ignore[arg-type]
+    return float(value)
 
 
 def timed(ex2: LearnerModule, dev: Device, n: int = N, repeats: int = REPEATS) -> tuple[float, list[Event]]:

@@ -54,7 +54,7 @@ def test_returns_mean_not_total(ex2: LearnerModule, devices: Callable[..., list[
                     fail("ex2.total_not_mean", device=dev.label, ratio=f"{eight / two:.1f}", repeats="8/2")
                 continue
             seconds, events = timed(ex2, dev)
-            expected = dev.matmul_seconds(N)  # type: ignore[attr-defined]
+            expected = dev.matmul_seconds(N)
         interval = measured_interval(events, seconds, REPEATS)
         if interval is not None and interval.unit != 1.0:
             fail("ex2.not_seconds_unit", device=dev.label, got=f"{seconds:g}", unit=UNITS[interval.unit],

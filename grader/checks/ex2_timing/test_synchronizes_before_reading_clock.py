@@ -39,8 +39,9 @@ MESSAGES = {
 
 
 def _idle_at(events: list[Event], read: int, dev: Device) -> bool:
-    if events[read].drained is not None:  # a stand-in knows
-        return events[read].drained
+    drained = events[read].drained
+    if drained is not None:  # a stand-in knows
+        return drained
     before = [i for i in device_matmuls(events, dev) if i < read]
     return not before or any(e.kind == "sync" for e in events[before[-1]:read])
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks.ex2_timing.common import seconds_of
+from grader.checks.ex2_timing.common import N, seconds_of
 from grader.judge.api import LearnerModule, fail
 
 HINT = {
@@ -22,7 +22,6 @@ MESSAGES = {
 # A 512x512 float32 matmul on this 2-core CPU: 2.5 ms warm, 7 ms cold, 10 ms at load 4.5
 # (measured). Anything from 0 to 1 s is a time in seconds; a time in milliseconds reads
 # >= 2.5, so a learner who returns ms is caught with a 100x margin either way.
-N = 512
 MAX_SECONDS = 1.0
 
 

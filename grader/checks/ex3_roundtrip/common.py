@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy
 import torch
 
 from grader.judge.api import Device, LearnerModule, array_equal, fail, ndarray_type, same_values, tensor_type, type_name
@@ -42,7 +43,7 @@ def roundtrip(ex3: LearnerModule, dev: Device, x: torch.Tensor) -> torch.Tensor:
     return result
 
 
-def expect_array(result: object, expected: object, device: str = "") -> None:
+def expect_array(result: object, expected: numpy.ndarray, device: str = "") -> None:
     """to_numpy()'s result: an ndarray with the tensor's values."""
     params = {"device": device} if device else {}
     if not isinstance(result, ndarray_type):

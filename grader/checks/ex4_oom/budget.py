@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.judge.api import Device, LearnerModule, LearnerRaised, cut, fail
+from grader.judge.api import Device, LearnerModule, LearnerRaised, MiB, cut, fail
 
 CHUNK_MB = 4
 CHUNKS_THAT_FIT = 8
-MiB = 1024 * 1024
 # 8.5 chunks: the 9th allocation fails on the stand-in. Under a real GPU's memory cap the
 # caching allocator reserves whole segments, so there the count is measured (fill_capacity).
 FILL_BUDGET = int((CHUNKS_THAT_FIT + 0.5) * CHUNK_MB * MiB)

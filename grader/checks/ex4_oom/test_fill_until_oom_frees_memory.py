@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex4_oom.budget import CHUNK_MB, MiB, fill_devices, run_fill
-from grader.judge.api import Device, LearnerModule, fail
+from grader.checks.ex4_oom.budget import CHUNK_MB, fill_devices, run_fill
+from grader.judge.api import Device, LearnerModule, MiB, fail
 
 HINT = {
     "vi": "Đọc lại nguyên nhân OOM số 4: giữ reference dư.",

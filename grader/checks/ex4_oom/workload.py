@@ -9,6 +9,7 @@ instead of weighting it by its size no longer matches the full batch.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -52,7 +53,8 @@ MESSAGES = {
 def halvings(batch: int) -> set[int]:
     """Every size that halving reaches from ``batch``, rounding down or up: 602, 301, 150 or 151, ..."""
     found: set[int] = set()
-    for rounding in (lambda m: m // 2, lambda m: (m + 1) // 2):
+    roundings: tuple[Callable[[int], int], ...] = (lambda m: m // 2, lambda m: (m + 1) // 2)
+    for rounding in roundings:
         size = batch
         while size > 1:
             found.add(size)

@@ -22,14 +22,14 @@ from typing import Any
 
 import yaml
 
-from grader.course import LANGS
+from grader.course import LANGS, Lang
 from grader.paths import CHECKS_DIR, TEXTS_DIR
 
 Texts = Mapping[str, Mapping[str, str]]  # id -> lang -> text
 
 
 @functools.cache
-def catalog(lang: str) -> Mapping[str, Mapping[str, str]]:
+def catalog(lang: Lang) -> Mapping[str, Mapping[str, str]]:
     """The grader's own texts in one language: sections ``messages`` and ``ui``."""
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r}")
@@ -69,7 +69,7 @@ class _Keep(dict[str, str]):
         return "{" + key + "}"
 
 
-def render(lang: str, message_id: str, params: Mapping[str, str] | None = None) -> str:
+def render(lang: Lang, message_id: str, params: Mapping[str, str] | None = None) -> str:
     """A message in ``lang``, its placeholders filled; ``device`` (where a multi-device check
     failed) becomes a prefix: "On mps (stand-in): ..."."""
     if not message_id:
@@ -84,10 +84,10 @@ def render(lang: str, message_id: str, params: Mapping[str, str] | None = None) 
     return text
 
 
-def hint(lang: str, test_file: Path) -> str:
+def hint(lang: Lang, test_file: Path) -> str:
     """The hint of the check whose module is ``test_file`` (CheckSpec.test_file)."""
     return _check_texts(CHECKS_DIR)[1].get(test_file.resolve(), {}).get(lang, "")
 
 
-def ui(lang: str, key: str) -> str:
+def ui(lang: Lang, key: str) -> str:
     return catalog(lang)["ui"][key]
