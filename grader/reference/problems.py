@@ -100,16 +100,16 @@ def build(name: str, args: list[Any], device: torch.device) -> tuple[Any, ...]:
     raise KeyError(f"no recipe {name!r}")
 
 
-def inspect(obj: Any) -> Any:
+def inspect(obj: Any, where: Callable[[torch.Tensor], str]) -> Any:
     """A built object's state after the learner's code had it, as plain data: a module's
-    parameters and the device they are on."""
-    from grader.wire.values import device_of, encode_tensor
+    parameters and the device they are on (``where``: the session's answer)."""
+    from grader.wire.values import encode_tensor
 
     if isinstance(obj, torch.Tensor):
-        return encode_tensor(obj)
+        return encode_tensor(obj, where)
     if not isinstance(obj, nn.Module):
         raise TypeError(f"cannot inspect a {type(obj).__name__}")
     with torch._C.DisableTorchFunction():
         params = list(obj.parameters())
-        return {"$dict": [["device", device_of(params[0]) if params else "cpu"],
-                          ["params", [encode_tensor(p) for p in params]]]}
+        return {"$dict": [["device", where(params[0]) if params else "cpu"],
+                          ["params", [encode_tensor(p, where) for p in params]]]}
