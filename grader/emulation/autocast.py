@@ -52,7 +52,7 @@ PROMOTE: dict[str, frozenset[str]] = {
                        "scatter_add", "tensordot", "vdot"}),
     "mps": frozenset({"addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "grid_sampler", "index_put",
                       "scatter_add", "tensordot"}),
-    "cpu": frozenset({"stack", "cat", "index_copy", "index_copy.dimname"}),
+    "cpu": frozenset({"stack", "cat", "index_copy"}),
 }
 BANNED: dict[str, dict[str, str]] = {"cuda": {"binary_cross_entropy": _BCE}, "mps": {}, "cpu": {}}
 KEYS = {"cuda": "AutocastCUDA", "mps": "AutocastMPS", "cpu": "AutocastCPU"}

@@ -22,7 +22,7 @@ def undeclared(figure: suites.Figure, suite: str, kind: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("suite", "kind", "params"), [
-    ("ops", "cuda", {"every": 23}),
+    ("ops", "cuda", {"every": 37}),
     ("ops", "mps", {"every": 41}),
     ("modules", "cuda", {"every": 5}),
     ("modules", "mps", {"every": 9}),
