@@ -26,6 +26,12 @@ class CostModel:
     costs the host 10 µs, so timing without synchronize reads ~25x too low; the first matmul
     costs 30 ms more (library load + autotune), so no warm-up reads >20x too high over 5
     repeats; copying both operands in the loop adds 2 x 1 MiB / 12 GB/s = 175 µs (+65 %).
+
+    An op's work is what PyTorch's FLOP counter counts for it (torch.utils.flop_counter: products,
+    convolutions, attention, forward and backward; so a product written as mm, @, einsum, linear or a
+    convolution costs the same), any other op the bytes it reads and writes; the stand-in charges
+    the larger of the two (grader/emulation/standin.py). tests/conformance measures 18 real-size
+    cases: each is charged at least its FLOP-counter work at ``gpu_flops``.
     """
 
     launch_s: float = 10e-6
