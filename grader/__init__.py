@@ -10,6 +10,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
     from os import PathLike
 
 __version__ = "0.1.0"
@@ -56,3 +57,19 @@ def doctor() -> bool:
     text, ok = diagnosis.diagnose()
     print(text)
     return ok
+
+
+def emulated(kind: str = "cuda", *, virtual_clock: bool = False, memory_bytes: int | None = None,
+             costs: Any = None) -> AbstractContextManager[Any]:
+    """Run code on the grader's stand-in GPU: ``with grader.emulated("cuda") as gpu: ...``.
+
+    Inside, ``torch.cuda.is_available()`` is True and ``"cuda"`` tensors and models work (on the
+    CPU underneath), with the GPU's rules: devices that must not mix, asynchronous kernels,
+    ``synchronize()``, CUDA's autocast, out-of-memory past ``memory_bytes``. ``"mps"`` stands for an
+    Apple GPU. With ``virtual_clock=True`` every clock reads the stand-in's timeline, so a timing
+    shows what it would on a GPU. Importing torch happens here, not at ``import grader``.
+    The context manager gives a ``grader.emulation.public.Emulated``.
+    """
+    from grader.emulation.public import emulated as run
+
+    return run(kind, virtual_clock=virtual_clock, memory_bytes=memory_bytes, costs=costs)  # type: ignore[arg-type]

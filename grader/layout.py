@@ -39,8 +39,9 @@ def _layer(name: str, parts: tuple[str, ...], runs_in: set[Process], imports: se
 
 
 LAYERS: tuple[Layer, ...] = (
-    # The package itself: its public API (grader.check, grader.doctor), where its files are, this table.
-    _layer("root", ("__init__.py", "paths.py", "layout.py"), set(EVERYWHERE), set(), starts={"commands"}),
+    # The package itself: its public API (grader.check, grader.doctor, grader.emulated), where its
+    # files are, this table. grader.emulated() puts a stand-in GPU into the caller's own process.
+    _layer("root", ("__init__.py", "paths.py", "layout.py"), set(EVERYWHERE), set(), starts={"commands", "emulation"}),
     # The messages between the three processes, their codec and framing: imported by all, importing none.
     _layer("wire", ("wire",), set(EVERYWHERE), set()),
     # The course's definitions both the judge and the learner process compute with: the emulated

@@ -13,6 +13,7 @@ import numpy
 import pytest
 import torch
 
+from grader.emulation.standin import StandIn
 from grader.wire.codec import ProtocolError, decode, encode
 from grader.wire.framing import Connection
 from grader.wire.messages import (
@@ -130,10 +131,15 @@ def test_containers_are_read_with_their_base_methods() -> None:
 
 
 def test_a_tensors_device_travels_with_it() -> None:
-    tagged = torch.ones(2)
-    tagged._standin_device = "cuda"  # type: ignore[attr-defined]  # the stand-in's tag
-    rebuilt = decode_value(encode_value(tagged))
-    assert device_of(rebuilt) == "cuda" and getattr(rebuilt, DEVICE_ATTR) == "cuda"
+    with StandIn("cuda") as standin:  # its tensors are CPU tensors underneath: the session says where
+        on_device = torch.ones(2, device="cuda")
+        encoded = encode_value([on_device, torch.ones(2)], where=standin.device_of)
+    rebuilt = decode_value(encoded)
+    assert [device_of(t) for t in rebuilt] == ["cuda", "cpu"] and getattr(rebuilt[0], DEVICE_ATTR) == "cuda"
+    # An attribute a learner's code sets on its tensor says nothing: only the session does.
+    forged = torch.ones(2)
+    forged._grader_device = "cuda"  # type: ignore[attr-defined]
+    assert device_of(decode_value(encode_value(forged))) == "cpu"
 
 
 def test_what_cannot_be_sent_goes_as_its_type_name() -> None:

@@ -43,7 +43,7 @@ from grader.wire.messages import (
     TopLevelEvent,
     Value,
 )
-from grader.wire.values import DEVICE_ATTR, decode_value, encode_value, reference
+from grader.wire.values import DEVICE_ATTR, decode_value, device_of, encode_value, reference
 
 # Why a check lost the learner process: the judge's reasons (LostReason), or it did not answer
 # within the check's time: stuck, and of no more use.
@@ -115,7 +115,7 @@ def _encode(value: Any) -> Any:
     if type(value) in (tuple, list) and any(isinstance(v, Built) for v in value):
         items = [_encode(v) for v in value]
         return {"$tuple": items} if type(value) is tuple else items
-    return encode_value(value)
+    return encode_value(value, where=device_of)  # a tensor put on a device (dev.put) says so
 
 
 class LearnerProcess:

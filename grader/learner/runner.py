@@ -50,7 +50,7 @@ from grader.wire.messages import (
     TopLevelEvent,
     Value,
 )
-from grader.wire.values import decode_value, encode_tensor, encode_value
+from grader.wire.values import Where, decode_value, encode_tensor, encode_value, real_device
 
 _NUM_THREADS = torch.get_num_threads()
 
@@ -216,6 +216,11 @@ class Runner:
                 return level.built[handle][part]
         raise ProtocolError(f"no built object {handle}")
 
+    def _where(self) -> Where:
+        """Which device a tensor is on, as the open session says (a stand-in's are CPU tensors underneath)."""
+        session = self._session()
+        return session.device_of if session is not None else real_device
+
     def _place(self, tensor: torch.Tensor, device: str) -> torch.Tensor:
         session = self._session()
         if device == "cpu" or session is None:
@@ -225,7 +230,7 @@ class Runner:
     def query(self, request: Query) -> Answer:
         if request.what == "inspect":
             handle, part = request.handle
-            return Answer(problems.inspect(self._resolve(handle, part)))
+            return Answer(problems.inspect(self._resolve(handle, part), self._where()))
         session = self._session()
         if session is None:
             raise RuntimeError("no device session")
@@ -239,7 +244,7 @@ class Runner:
         found = lookup(self.toplevel, source, request.name)
         if found is None:
             return Raised("not_attempted", request.name)
-        return Answer(encode_value(found))
+        return Answer(encode_value(found, where=self._where()))
 
     def call(self, request: Call) -> Returned | Raised:
         assert self.toplevel is not None
@@ -270,9 +275,9 @@ class Runner:
         events = level.new_events() if level is not None else ()
         if not outcome.returned:
             return Raised(outcome.kind, request.function, outcome.text, outcome.where, printed, events)
-        after = tuple(encode_tensor(a) if isinstance(a, torch.Tensor) and not _built(a, level) else None
+        after = tuple(encode_tensor(a, self._where()) if isinstance(a, torch.Tensor) and not _built(a, level) else None
                       for a in args)
-        return Returned(encode_value(outcome.value), printed, after, events, measured)
+        return Returned(encode_value(outcome.value, where=self._where()), printed, after, events, measured)
 
 
 def _built(value: Any, level: _Level | None) -> bool:

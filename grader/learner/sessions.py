@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import time
-import timeit
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
-from torch.utils._pytree import tree_leaves
 
+from grader.emulation.clocks import RecordedClocks, held_as_default
+from grader.emulation.observer import Observer
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, Wrap, kept_original, patched
-from grader.emulation.standin import ARITHMETIC, MATMULS, Kind, StandIn
+from grader.emulation.standin import Kind, StandIn
 from grader.reference.meter import MemoryMeter
 from grader.wire.messages import CudaFacts, DeviceKind, DeviceMode, Event, EventKind, Hello, OpenDevice, RequestedDevice
-from grader.wire.values import TAG
+from grader.wire.values import real_device
 
 _perf_counter = time.perf_counter  # the real clock, whatever a session patches later
 # GradScaler runs on MPS from torch 2.8 (pytorch/pytorch#150255); before, its unscale step
@@ -71,41 +70,12 @@ def hello(forced: RequestedDevice) -> Hello:
 
 def place(tensor: torch.Tensor, device: torch.device, standin: StandIn | None) -> torch.Tensor:
     """A tensor the judge sent, put on the session's device without recording anything."""
+    if device.type == "cpu":
+        return tensor
+    if standin is not None:
+        return standin.adopt(tensor)
     with torch._C.DisableTorchFunction(), _disable_current_modes():
-        if device.type == "cpu":
-            return tensor
-        if standin is not None:
-            placed = tensor.detach().clone().requires_grad_(tensor.requires_grad)
-            setattr(placed, TAG, standin.kind)
-            return placed
         return tensor.detach().to(device).requires_grad_(tensor.requires_grad)
-
-
-class _Recorder(TorchFunctionMode):
-    """Watches the ops of the learner's code on a real device (or the CPU)."""
-
-    def __init__(self, owner: Watched) -> None:
-        super().__init__()
-        self.owner = owner
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        out = func(*args, **(kwargs or {}))
-        name = getattr(func, "__name__", "")
-        first = next((t for t in tree_leaves(out) if isinstance(t, torch.Tensor)), None)
-        if first is None:
-            return out
-        if name in MATMULS:
-            self.owner.record("matmul", first.device.type, str(first.dtype))
-        elif name in ARITHMETIC:
-            self.owner.record("op", first.device.type, str(first.dtype))
-        elif name in ("to", "cuda") and args and isinstance(args[0], torch.Tensor):
-            source, target = args[0].device.type, first.device.type
-            if source == "cpu" and target != "cpu":
-                self.owner.record("h2d", target)
-            elif source != "cpu" and target == "cpu":
-                blocking = not (kwargs or {}).get("non_blocking", False)
-                self.owner.record("d2h" if blocking else "d2h_async", target)
-        return out
 
 
 class Watched:
@@ -128,6 +98,9 @@ class Watched:
     def fill_capacity(self, chunk_bytes: int) -> int:
         raise NotImplementedError
 
+    def device_of(self, tensor: torch.Tensor) -> str:
+        return real_device(tensor)
+
     def record(self, kind: EventKind, device: str = "", dtype: str = "", value: float = 0.0, source: str = "") -> None:
         self.events.append(Event(kind, device or self.device.type, _perf_counter(), self.live_bytes(), dtype,
                                  value, source))
@@ -144,24 +117,9 @@ class Watched:
 
         return Wrap(make)
 
-    def _clock(self, source: str, scale: float = 1.0) -> Wrap:
-        """Read the original clock, and record the value the learner got (in seconds)."""
-        def make(func: Callable[[], Any]) -> Callable[[], Any]:
-            def read() -> Any:
-                value = func()
-                self.record("clock", value=value / scale, source=source)
-                return value
-
-            return read
-
-        return Wrap(make)
-
     def _clock_patches(self) -> dict[Target, object]:
-        clocks = {(time, "time"): ("time", 1.0), (time, "time_ns"): ("time", 1e9),
-                  (time, "perf_counter"): ("perf_counter", 1.0), (time, "perf_counter_ns"): ("perf_counter", 1e9),
-                  (time, "monotonic"): ("monotonic", 1.0), (time, "monotonic_ns"): ("monotonic", 1e9),
-                  (timeit, "default_timer"): ("perf_counter", 1.0)}
-        return {target: self._clock(source, scale) for target, (source, scale) in clocks.items()}
+        """Every clock the standard library offers, each read recorded (grader/emulation/clocks.py)."""
+        return RecordedClocks(lambda source, value: self.record("clock", value=value, source=source)).replacements()
 
     def _patches(self) -> dict[Target, object]:
         return self._clock_patches()
@@ -171,8 +129,12 @@ class Watched:
 
     def __enter__(self) -> Watched:
         self._enter()
-        self._stack.enter_context(patched(self._patches(), self.code))
-        self._stack.enter_context(_Recorder(self))
+        replacements = self._patches()
+        for func, attr, value in held_as_default(replacements):
+            self._stack.callback(setattr, func, attr, getattr(func, attr))
+            setattr(func, attr, value)
+        self._stack.enter_context(patched(replacements, self.code))
+        self._stack.enter_context(Observer(self.record, self.events))
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from grader.wire.messages import RecipeName
-from grader.wire.values import device_of, encode_tensor
+from grader.wire.values import encode_tensor
 
 EX4_BATCH = 602  # halves to 301, then 150 (or 151): at 150 the last micro-batch holds 2 samples
 NOT_OOM = "grader's test error: mat1 and mat2 shapes cannot be multiplied (not an out-of-memory error)"
@@ -113,14 +113,15 @@ def build(name: RecipeName, args: list[Any], device: torch.device) -> tuple[Any,
     return RECIPES[name](args, device)
 
 
-def inspect(obj: Any) -> Any:
+def inspect(obj: Any, where: Callable[[torch.Tensor], str]) -> Any:
     """A built object's state after the learner's code had it, as plain data: a module's
-    parameters and the device they are on."""
+    parameters and the device they are on (``where``: the session's answer)."""
+
     if isinstance(obj, torch.Tensor):
-        return encode_tensor(obj)
+        return encode_tensor(obj, where)
     if not isinstance(obj, nn.Module):
         raise TypeError(f"cannot inspect a {type(obj).__name__}")
     with torch._C.DisableTorchFunction():
         params = list(obj.parameters())
-        return {"$dict": [["device", device_of(params[0]) if params else "cpu"],
-                          ["params", [encode_tensor(p) for p in params]]]}
+        return {"$dict": [["device", where(params[0]) if params else "cpu"],
+                          ["params", [encode_tensor(p, where) for p in params]]]}

@@ -22,8 +22,6 @@ from torch.utils._python_dispatch import _disable_current_modes
 from grader.wire.codec import ProtocolError, bytes_field, bytes_of, cut, encode_plain
 
 DEVICE_ATTR = "_grader_device"  # on a judge-side tensor: the device it lived on, learner side
-TAG = "_standin_device"  # grader/emulation/standin.py's device tag on a learner-side tensor
-PINNED = "_standin_pinned"  # ... and its mark of host memory pinned for fast, asynchronous copies
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16,
     torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)}
@@ -38,15 +36,20 @@ _DEVICE_INDEX: Any = torch.device.index
 MAX_ELEMENTS = 1 << 24  # the checks send and read small tensors; a learner's 1 GB return is not sent
 Resolve = Callable[[int, int], Any]  # (handle, part) -> an object a recipe built (learner side)
 Place = Callable[[torch.Tensor, str], torch.Tensor]  # a tensor the judge sent, onto the session's device
+Where = Callable[[torch.Tensor], str]  # the device type a learner-side tensor is on (a stand-in knows its own)
 
 
 def device_of(tensor: torch.Tensor) -> str:
-    """Where a tensor lives: its stand-in tag, the tag it came back with, or its real device."""
-    tagged = getattr(tensor, DEVICE_ATTR, None) or getattr(tensor, TAG, None)
-    return str(tagged) if tagged else _TENSOR_DEVICE.__get__(tensor).type
+    """Where a tensor lived in the learner process (the device it came back with), or its real device."""
+    tagged = getattr(tensor, DEVICE_ATTR, None)
+    return str(tagged) if tagged else real_device(tensor)
 
 
-def encode_tensor(tensor: torch.Tensor) -> dict[str, Any]:
+def real_device(tensor: torch.Tensor) -> str:
+    return str(torch.Tensor.device.__get__(tensor).type)
+
+
+def encode_tensor(tensor: torch.Tensor, where: Where = real_device) -> dict[str, Any]:
     with torch._C.DisableTorchFunction(), _disable_current_modes():
         base = torch.Tensor.detach(tensor)
         if base.numel() > MAX_ELEMENTS:
@@ -57,8 +60,7 @@ def encode_tensor(tensor: torch.Tensor) -> dict[str, Any]:
         flat = torch.Tensor.contiguous(torch.Tensor.cpu(base)).reshape(-1)
         raw = torch.Tensor.numpy(flat.view(torch.uint8)).tobytes() if flat.numel() else b""
         return {"$tensor": {"dtype": dtype, "shape": list(base.shape), "data": bytes_field(raw),
-                            "device": device_of(tensor), "requires_grad": bool(tensor.requires_grad),
-                            "pinned": bool(getattr(tensor, PINNED, False))}}
+                            "device": where(tensor), "requires_grad": bool(tensor.requires_grad)}}
 
 
 def decode_tensor(data: dict[str, Any], place: Place | None = None) -> torch.Tensor:
@@ -107,21 +109,22 @@ def decode_array(data: dict[str, Any]) -> numpy.ndarray:
         raise ProtocolError(f"a malformed array: {exc}") from None
 
 
-def encode_value(value: Any, depth: int = 0) -> Any:
+def encode_value(value: Any, depth: int = 0, where: Where = real_device) -> Any:
     """What the learner's code returned (or a check passes), as plain data; what cannot be sent
-    (a huge tensor, an object array, an object of its own) goes as an opaque value: its type name."""
+    (a huge tensor, an object array, an object of its own) goes as an opaque value: its type name.
+    ``where`` says which device a tensor is on (a stand-in's tensors are CPU tensors underneath)."""
     try:
-        return _encode(value, depth)
+        return _encode(value, depth, where)
     except Exception as exc:  # noqa: BLE001 - whatever the learner's object does, an answer goes back
         return {"$opaque": {"type": cut(type(value).__name__, 80), "repr": cut(f"{type(exc).__name__}: {exc}", 200)}}
 
 
-def _encode(value: Any, depth: int) -> Any:
+def _encode(value: Any, depth: int, where: Where = real_device) -> Any:
     # Types are read with type(), never isinstance(): an object can claim any __class__. Values are
     # read with the base types' own methods: a subclass's overrides never run.
     kind = type(value)
     if issubclass(kind, _Tensor):
-        return encode_tensor(value)
+        return encode_tensor(value, where)
     if issubclass(kind, numpy.ndarray):
         return encode_array(value)
     if issubclass(kind, numpy.generic):
@@ -138,12 +141,12 @@ def _encode(value: Any, depth: int) -> Any:
         items = list(tuple.__iter__(value) if issubclass(kind, tuple) else list.__iter__(value))
         if len(items) > 10_000:
             raise ProtocolError(f"a {kind.__name__} of {len(items)} items is too long to send")
-        encoded = [_encode(v, depth + 1) for v in items]
+        encoded = [_encode(v, depth + 1, where) for v in items]
         return {"$tuple": encoded} if issubclass(kind, tuple) else encoded
     if issubclass(kind, dict):
         pairs = list(dict.items(value))
         if len(pairs) <= 10_000 and all(type(k) is str for k, _ in pairs):
-            return {"$dict": [[cut(k, 200), _encode(v, depth + 1)] for k, v in pairs]}
+            return {"$dict": [[cut(k, 200), _encode(v, depth + 1, where)] for k, v in pairs]}
     if issubclass(kind, bool):
         return bool.__bool__(value)  # pragma: no cover - bool cannot be subclassed
     if issubclass(kind, int):

@@ -1,5 +1,5 @@
-# mistake: never moves anything to the device (no model.to(device), no inputs/targets .to(device)), so training runs on the CPU
-# fails: ex5.moves_model_and_data
+# mistake: never moves anything to the device (no model.to(device), no inputs/targets .to(device)), so training runs on the CPU, where autocast(device_type="cuda") casts nothing (as on a real GPU): no 16-bit either
+# fails: ex5.moves_model_and_data, ex5.bf16_uses_autocast, ex5.fp16_uses_grad_scaler, ex5.amp_saves_memory
 # message: ex5.model_not_moved
 """Bài tập 5 — mixed precision."""
 

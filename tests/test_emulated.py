@@ -1,0 +1,72 @@
+"""``grader.emulated()``: the stand-in GPU for learners' and course authors' own code, as docs/learners.md
+shows it ("Try your CUDA code on your laptop")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from time import perf_counter
+
+import pytest
+import torch
+
+import grader
+from tests.conftest import ROOT
+
+
+def test_importing_grader_stays_cheap() -> None:
+    code = "import sys, grader; assert callable(grader.emulated); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
+
+
+def test_the_documented_example_raises_pytorchs_own_error() -> None:
+    with grader.emulated("cuda") as gpu:
+        assert torch.cuda.is_available() and gpu.device.type == "cuda"
+        model = torch.nn.Linear(8, 2).to("cuda")
+        assert next(model.parameters()).device == torch.device("cuda", 0)
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            model(torch.randn(4, 8))
+        assert model(torch.randn(4, 8, device="cuda")).device.type == "cuda"
+    assert not torch.cuda.is_available()  # as this CPU build says, once the block ends
+
+
+def test_a_timing_without_synchronize_is_wrong_as_on_a_gpu() -> None:
+    """perf_counter was bound by this module's own import: it reads the virtual clock too."""
+    with grader.emulated("cuda", virtual_clock=True) as gpu:
+        a = torch.randn(512, 512, device="cuda")
+        a @ a  # warm-up
+        torch.cuda.synchronize()
+        start = perf_counter()
+        a @ a
+        unsynced = perf_counter() - start
+        start = perf_counter()
+        a @ a
+        torch.cuda.synchronize()
+        synced = perf_counter() - start
+    expected = 2 * 512**3 / 1e12  # one product at the stand-in's FLOP rate
+    assert unsynced < expected / 10 < synced
+    assert any(e.kind == "matmul" for e in gpu.events) and any(e.kind == "sync" for e in gpu.events)
+
+
+def test_memory_and_out_of_memory() -> None:
+    with grader.emulated("cuda", memory_bytes=10 * 2**20) as gpu:
+        kept = [torch.empty(2**20, device="cuda") for _ in range(2)]  # 2 x 4 MiB
+        assert torch.cuda.memory_allocated() == gpu.memory_allocated() == 8 * 2**20
+        with pytest.raises(torch.OutOfMemoryError):
+            kept.append(torch.empty(2**20, device="cuda"))
+        del kept
+        assert torch.cuda.memory_allocated() == 0 and gpu.max_memory_allocated() == 8 * 2**20
+
+
+def test_an_apple_gpu() -> None:
+    with grader.emulated("mps") as gpu:
+        assert torch.backends.mps.is_available() and not torch.cuda.is_available()
+        assert torch.ones(2, device="mps").device == torch.device("mps", 0) == torch.device(gpu.device.type, 0)
+        with pytest.raises(TypeError, match="float64"):
+            torch.ones(2, dtype=torch.float64, device="mps")
+
+
+def test_a_wrong_kind_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="'cuda' or 'mps'"), grader.emulated("tpu"):
+        pass
