@@ -19,6 +19,7 @@ from typing import Any, get_args
 import yaml
 
 from grader.course import Visibility
+from grader.intake.names import is_learner_id
 from grader.score.results import (
     CheckMode,
     CheckResult,
@@ -55,6 +56,7 @@ def as_dict(report: Report) -> dict[str, Any]:
                               "torch": report.device.torch, "standin": report.device.standin}
     return {
         "learner": report.learner,
+        "submitted_as": report.submitted_as,
         "submission": report.submission,
         "score": report.score,
         "max_score": report.max_score,
@@ -157,8 +159,12 @@ def from_dict(data: Any) -> Report:
     stops = tuple(TopLevelStop(str(s.get("where", "")), str(s.get("kind", "")), str(s.get("error", "")),
                                str(s.get("message", "")), tuple(str(k) for k in s.get("kept") or ()))
                   for s in data.get("top_level") or () if isinstance(s, Mapping))
+    learner = _field(data, "learner", str, "report")
+    if not is_learner_id(learner):  # an id names a file beside the report: only one the grader made
+        raise ReportError(f"report: {learner!r} is not a learner id")
     return Report(
-        learner=_field(data, "learner", str, "report"), submission=str(data.get("submission") or ""),
+        learner=learner, submission=str(data.get("submission") or ""),
+        submitted_as=str(data.get("submitted_as") or ""),
         score=_number(data, "score", "report"), max_score=_number(data, "max_score", "report"),
         device=DeviceInfo(str(device.get("type", "")), str(device.get("name", "")), str(device.get("torch", "")),
                           bool(device.get("standin", False))),

@@ -135,6 +135,7 @@ class Context:
     max_processes: int
     cpu_seconds: int
     first_run: bool  # no earlier run: what the judge printed is the grader's alone
+    run_timeout_s: float = 240.0  # the learner's wall-clock bound (limits.run_timeout_s or --learner-timeout)
 
 
 @dataclass(frozen=True)
@@ -234,9 +235,11 @@ def settle(trace: Trace, end: RunEnd, ctx: Context) -> Settled:
         status: CheckStatus = "timeout" if end.killed_for in ("check_timeout", "run_timeout") else "error"
         # SIGXCPU: the kernel's answer to RLIMIT_CPU (limits.cpu_seconds).
         message = end.killed_for or ("cpu_limit" if code == "signal SIGXCPU" else "child_died")
-        params = {"code": code, "limit": str(ctx.max_processes), "limit_s": str(ctx.cpu_seconds)}
+        params = {"code": code, "limit": str(ctx.max_processes), "limit_s": str(ctx.cpu_seconds),
+                  "wall_s": f"{ctx.run_timeout_s:g}"}
         outcomes[trace.current] = CheckOutcome(trace.current, status, message, params)
     if end.killed_for == "run_timeout":
+        wall = {"wall_s": f"{ctx.run_timeout_s:g}"}
         for check in ctx.pending:
-            outcomes.setdefault(check, CheckOutcome(check, "timeout", "run_timeout"))
+            outcomes.setdefault(check, CheckOutcome(check, "timeout", "run_timeout", wall))
     return settled()

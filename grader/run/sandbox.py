@@ -73,6 +73,7 @@ class SandboxRun:
     grader_error: GraderFailure | None = None  # the checks could not run at all: no verdict
     stops: tuple[CellStop, ...] = ()  # the learner's top-level cells that did not run to their end
     isolation: Isolation | None = None  # how the learner processes were isolated
+    out_of_time: bool = False  # stopped at its wall-clock bound (limits.run_timeout_s, or --learner-timeout)
 
 
 @dataclass
@@ -176,7 +177,7 @@ class _Runner:
     def run(self) -> SandboxRun:
         while self.pending():
             if time.monotonic() >= self.deadline:
-                self.charge_rest("timeout", "run_timeout")
+                self.charge_rest("timeout", "run_timeout", {"wall_s": f"{self.limits.run_timeout_s:g}"})
                 break
             before = len(self.outcomes) + len(self.skip)
             self.run_pair(self.pending())
@@ -185,8 +186,10 @@ class _Runner:
                 break  # the grader cannot run checks here; another run would fail the same way
             if len(self.outcomes) + len(self.skip) == before:  # nothing progressed: never loop forever
                 self.charge_rest("error", "child_failed", {"code": "no check started"})
+        out_of_time = any(o.message_id == "run_timeout" for o in self.outcomes.values())
         return SandboxRun(dict(self.outcomes), self.device_info, tuple(self.notes), self.runs,
-                          self.output.text(), self.grader_error, tuple(self.stops.values()), self.isolation)
+                          self.output.text(), self.grader_error, tuple(self.stops.values()), self.isolation,
+                          out_of_time)
 
     def charge_rest(self, status: str, message_id: str, params: Mapping[str, str] | None = None) -> None:
         for check in self.pending():
@@ -341,7 +344,8 @@ class _Runner:
         pending = tuple(c.id for c in self.pending())
         return Context(pending, {c.id: c.exercise for c in self.checks.values()},
                        {ex: (s.module, s.origin) for ex, s in self.sources.items()}, self.limits.cell_timeout_s,
-                       self.limits.max_processes, self.limits.cpu_seconds, first_run=self.runs == 0)
+                       self.limits.max_processes, self.limits.cpu_seconds, first_run=self.runs == 0,
+                       run_timeout_s=self.limits.run_timeout_s)
 
     def apply(self, settled: Settled) -> None:
         if settled.device is not None and self.device_info is None:

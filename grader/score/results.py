@@ -97,3 +97,4 @@ class Report:
     grader_error: str = ""
     top_level: tuple[TopLevelStop, ...] = ()  # in the order the cells come in the submission
     isolation: IsolationInfo = IsolationInfo()
+    submitted_as: str = ""  # the learner's file or folder name as they gave it, shown (grader/intake/names.py)

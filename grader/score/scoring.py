@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from grader.course import Course, Exercise
 from grader.errors import GraderFailure
+from grader.intake.names import shown
 from grader.intake.submission import LoadProblem, Submission
 from grader.score import texts
 from grader.score.results import (
@@ -26,6 +27,7 @@ from grader.wire.messages import CellStop, Limits, Source
 # A file that cannot be used is an error, except an empty one: nothing was attempted.
 _PROBLEM_STATUS: dict[str, CheckStatus] = {
     "undecodable": "error", "bad_notebook": "error", "unsupported": "error", "empty": "not_attempted",
+    "link": "error", "too_large": "error",
 }
 _MISSING_MODULE = re.compile(r"No module named '([^']+)'")
 
@@ -163,7 +165,8 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
     scored = tuple(score_exercise(ex, outcomes, lang) for ex in exercises)
     return Report(
         learner=submission.learner,
-        submission=str(submission.path),
+        submission=shown(str(submission.path)),
+        submitted_as=submission.submitted_as or shown(submission.path.name),
         score=sum(e.score for e in scored),
         max_score=sum(e.max_score for e in scored),
         device=device,

@@ -305,6 +305,11 @@ class Limits:
     # The learner's top level (grader/learner/toplevel.py): each cell, and all of it together.
     cell_timeout_s: float = 10.0
     top_level_timeout_s: float = 60.0
+    # What the grader's own processes take from a submission (issue 23): a file past submission_mb
+    # is not read (grader/intake/submission.py); the judge, which rebuilds the learner process's
+    # answers, may hold judge_memory_mb (grader/run/sandbox.py).
+    submission_mb: int = 64
+    judge_memory_mb: int = 2048
 
 
 # -- grader → judge (its stdin) -------------------------------------------------------------------
