@@ -59,6 +59,7 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
     output = ""
     failure: GraderFailure | None = None
     top_level = ()
+    learner_seconds = 0.0
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
         run = run_checks(sources, to_run, device=device, limits=limits, launcher=launcher)
@@ -69,10 +70,12 @@ def grade(path: Path, course: Course, *, device: str = "auto", lang: str = "vi",
         # What the learner's code printed: kept line by line, every other control character shown.
         output = shown(run.output, keep="\n\t")
         failure = run.grader_error
+        learner_seconds = run.learner_seconds
     return build_report(course, submission, chosen, outcomes, device=device_info, lang=lang,
                         seconds=time.monotonic() - started, version=__version__, notes=notes,
                         output=output, failure=failure, top_level=top_level,
-                        isolation=IsolationInfo(launcher.isolation.mode, launcher.isolation.missing))
+                        isolation=IsolationInfo(launcher.isolation.mode, launcher.isolation.missing),
+                        learner_seconds=learner_seconds)
 
 
 def failed_report(path: Path, course: Course, reason: str, lang: str) -> Report:

@@ -103,17 +103,6 @@ def test_the_original_name_is_kept_escaped_in_the_report_and_the_row(graded: Cla
         assert row["score"] == f"{report['score']:g}" and row["status"] == "graded"
 
 
-def test_the_ids_are_stable_from_run_to_run(graded: ClassRun, tmp_path: Path) -> None:
-    again = {report["learner"] for report in graded.reports.values()}
-    copy = tmp_path / "class"
-    write_class(copy)  # the same names in another folder, in a fresh output folder
-    out = tmp_path / "out"
-    proc = run_cli("batch", str(copy), "-o", str(out), "--quiet", "--workers", "2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    fresh = {p.stem for p in out.glob("*.yaml")} - {"summary"}
-    assert fresh == again - {"aaa_correct", "zzz_broken"}
-
-
 def test_nothing_the_class_printed_reaches_the_terminal_as_an_escape(graded: ClassRun) -> None:
     for run in (graded.first, graded.again):
         assert not interpreted(run.stdout)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import math
 import os
 import sys
 import threading
@@ -88,16 +89,16 @@ def report_path(out_dir: Path, learner: str) -> Path:
 
 
 def is_current(stored: StoredReport | None, stamp: Stamp, key: bytes, learner: str = "",
-               wall_clock_s: float | None = None) -> bool:
+               wall_clock_s: float = math.inf) -> bool:
     """Whether a learner's report on disk stands: graded from this submission and course, by this
     grader, in this language, sealed by this output folder's key, under this learner's id, not a
-    grader failure, and not stopped by a wall-clock bound shorter than this run's."""
+    grader failure, and not stopped by a wall-clock bound shorter than this run's (``wall_clock_s``)."""
     if stored is None or stored.report.grader_error or "grader_failed" in stored.report.notes:
         return False
     if learner and stored.report.learner != learner:
         return False
     cut_short = "wall_clock_limit" in stored.report.notes
-    if cut_short and (wall_clock_s is None or wall_clock_s > stored.report.grading_seconds):
+    if cut_short and wall_clock_s > stored.report.learner_seconds + 1.0:
         return False
     return stored.stamp == stamp and seal_intact(stored, key)
 
@@ -176,7 +177,8 @@ class Batch:
         for learner in learners:
             stamp = self.stamp(learner)
             old = load_report(report_path(self.out_dir, learner.id))
-            if old is not None and not self.force and is_current(old, stamp, self.key, learner.id, self.wall_clock_s):
+            bound = self.wall_clock_s or self.course.limits.run_timeout_s
+            if old is not None and not self.force and is_current(old, stamp, self.key, learner.id, bound):
                 book.keep(old.report)
             else:
                 todo.append((learner, stamp))

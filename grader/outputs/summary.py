@@ -70,7 +70,7 @@ class CheckStats:
 @dataclass(frozen=True)
 class Slow:
     learner: str
-    seconds: float
+    seconds: float  # what the wall-clock bound counts (Report.learner_seconds)
     stopped: bool  # cut at the wall-clock bound (its report's notes say wall_clock_limit)
 
 
@@ -102,8 +102,8 @@ def _percent_bin(score: float, max_score: float) -> int:
 def summarize(reports: Iterable[Report], course: Course) -> ClassSummary:
     every = list(reports)
     not_graded = tuple(sorted((shown(r.learner), shown(r.grader_error)) for r in every if r.grader_error))
-    by_time = sorted(every, key=lambda r: (-r.grading_seconds, r.learner))[:SLOWEST]
-    slowest = tuple(Slow(shown(r.learner), r.grading_seconds, "wall_clock_limit" in r.notes) for r in by_time)
+    by_time = sorted(every, key=lambda r: (-r.learner_seconds, r.learner))[:SLOWEST]
+    slowest = tuple(Slow(shown(r.learner), r.learner_seconds, "wall_clock_limit" in r.notes) for r in by_time)
     graded = [r for r in every if not r.grader_error]
     scores = [r.score for r in graded]
     max_score = max((r.max_score for r in graded), default=sum(ex.max_score for ex in course.exercises))

@@ -54,7 +54,7 @@ class Spawn:
     fds: tuple[int, ...]  # handed to the child, which finds them at FIRST_FD, FIRST_FD + 1, ...
     limits: Limits | None = None  # the learner process's; the judge runs without
     device: str = "auto"  # the learner process's --device
-    cgroup_fd: int | None = None  # the learner process writes itself into its run's cgroup through it
+    cgroup_fds: tuple[int, ...] = ()  # the learner process writes itself into its run's cgroups through them
 
 
 class Child(Protocol):
@@ -86,11 +86,10 @@ def argv(spawn: Spawn, fds: tuple[int, ...]) -> list[str]:
     return [sys.executable, "-m", "grader.learner", str(fds[0]), spawn.device]
 
 
-def _exec_child(limits: Limits | None, cgroup_fd: int | None) -> None:
-    """In the exec'd child, before exec: its session, its limits, its run's cgroup."""
-    apply_limits(limits)
-    if cgroup_fd is not None:
-        join_cgroup(cgroup_fd)
+def _exec_child(limits: Limits | None, cgroup_fds: tuple[int, ...], judge: bool) -> None:
+    """In the exec'd child, before exec: its session, its limits, its run's cgroups."""
+    apply_limits(limits, judge=judge)
+    join_cgroup(cgroup_fds)
 
 
 class Exec:
@@ -110,7 +109,8 @@ class Exec:
             self.popen = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 cwd=tempfile.gettempdir() if isolated else spawn.cwd, env=env, pass_fds=(*spawn.fds, *sandbox_fds),
-                preexec_fn=functools.partial(_exec_child, spawn.limits, spawn.cgroup_fd),  # noqa: PLW1509 - before exec
+                preexec_fn=functools.partial(_exec_child, spawn.limits, spawn.cgroup_fds,  # noqa: PLW1509 - before exec
+                                             spawn.role == "judge"),
             )
         self.pid = self.popen.pid
         self.stdin: IO[bytes] = self.popen.stdin  # type: ignore[assignment]
@@ -248,9 +248,8 @@ class ForkServer:
             env = iso.learner_env(spawn.env) if self.isolated else dict(spawn.env)
             request = json.dumps({"cwd": spawn.cwd, "env": env, "device": spawn.device,
                                   "limits": dataclasses.asdict(spawn.limits) if spawn.limits else None,
-                                  "cgroup": spawn.cgroup_fd is not None}).encode()
-            extra = [spawn.cgroup_fd] if spawn.cgroup_fd is not None else []
-            socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *extra])
+                                  "cgroup": len(spawn.cgroup_fds)}).encode()
+            socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *spawn.cgroup_fds])
             reply = self.receive() if select.select([self.sock], [], [], 30.0)[0] else None
         except OSError:
             reply = None

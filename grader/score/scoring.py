@@ -153,7 +153,7 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
                  outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: str, seconds: float,
                  version: str, notes: tuple[str, ...] = (), output: str = "",
                  failure: GraderFailure | None = None, top_level: tuple[TopLevelStop, ...] = (),
-                 isolation: IsolationInfo | None = None) -> Report:
+                 isolation: IsolationInfo | None = None, learner_seconds: float = 0.0) -> Report:
     """The scored report. With ``failure`` the grader could not grade at all: every check is
     skipped, whatever ``outcomes`` hold, and the report names the cause."""
     reason = ""
@@ -173,6 +173,7 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
         exercises=scored,
         lang=lang,
         grading_seconds=round(seconds, 2),
+        learner_seconds=learner_seconds,
         grader_version=version,
         notes=notes,
         output=output,

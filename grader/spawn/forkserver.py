@@ -53,11 +53,10 @@ def _write_token_in_place(name: str, value: str) -> None:
         i += 1
 
 
-def _isolate(work_mb: int, cgroup_fd: int | None) -> None:
+def _isolate(work_mb: int, cgroup_fds: tuple[int, ...]) -> None:
     """Inside the server's sandbox: the run's cgroup (this process and the init it forks too), then
     a pid and mount namespace of its own (grader/run/isolation.py); nobody's uid comes after the limits."""
-    if cgroup_fd is not None:
-        join_cgroup(cgroup_fd)
+    join_cgroup(cgroup_fds)
     enter_run(work_mb)
 
 
@@ -67,11 +66,13 @@ def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: 
     try:
         sock.close()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        cgroup_fd = fds.pop() if request.get("cgroup") else None
+        count = int(request.get("cgroup") or 0)  # the run's cgroups' fds come last
+        cgroup_fds = tuple(fds[len(fds) - count:])
+        del fds[len(fds) - count:]
         if isolated:
-            _isolate(work_mb, cgroup_fd)
-        elif cgroup_fd is not None:
-            join_cgroup(cgroup_fd)
+            _isolate(work_mb, cgroup_fds)
+        else:
+            join_cgroup(cgroup_fds)
         targets = (0, 1, *range(FIRST_FD, FIRST_FD + len(fds) - 2))
         moved = [os.dup(fd) for fd in fds]  # out of the way first: a target may be another's source
         for fd in fds:
@@ -81,7 +82,7 @@ def _become_child(role: str, sock: socket.socket, request: dict[str, Any], fds: 
             os.close(fd)
         os.dup2(1, 2)
         limits = request["limits"]
-        apply_limits(Limits(**limits) if limits else None)
+        apply_limits(Limits(**limits) if limits else None, judge=role == "judge")
         if isolated:
             drop_privileges()
         env: dict[str, str] = request["env"]

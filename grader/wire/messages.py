@@ -36,7 +36,7 @@ EventKind = Literal["matmul", "op", "sync", "clock", "h2d", "d2h", "d2h_async", 
 TopLevelEventKind = Literal["importing", "imported", "cell_start", "cell_stop", "cell_end", "cell_kept"]
 # Why a cell did not run to its end (the report's top_level section explains each).
 StopKind = Literal["syntax_error", "no_gpu", "missing_module", "input", "timeout", "exit", "ended_process", "memory",
-                   "ipython", "error", "budget"]
+                   "ipython", "error", "budget", "tampered"]
 # Why a call did not return: the learner's code raised, the function is missing or a stub, it ran
 # past its deadline now, or in an earlier check.
 RaisedKind = Literal["learner_raised", "not_attempted", "timed_out", "already_timed_out"]
@@ -50,7 +50,7 @@ RuntimeMessage = Literal[
     "not_attempted", "learner_raised", "cuda_api_off_cuda", "memory_limit", "file_size_limit",
     "check_timeout", "function_timed_out", "assertion", "grader_internal", "tampered", "learner_broke_protocol",
     "child_died", "cpu_limit", "process_limit", "run_timeout", "died_on_import", "import_timeout",
-    "child_failed",
+    "child_failed", "memory_held",
 ]
 RUNTIME_MESSAGES: tuple[RuntimeMessage, ...] = get_args(RuntimeMessage)
 # Why the grader itself could not run the checks (grader/errors.py GraderFailureKind).
