@@ -15,7 +15,8 @@ from pathlib import Path
 from grader import __version__
 from grader.course import CheckSpec, Course, Lang, Visibility
 from grader.errors import GraderError, GraderFailure
-from grader.intake.submission import Submission, load_submission
+from grader.intake.names import learner_id, shown, submitted_as
+from grader.intake.submission import MiB, Submission, load_submission
 from grader.run.isolation import probe
 from grader.run.launch import ExecLauncher, Launcher
 from grader.run.sandbox import run_checks
@@ -28,11 +29,15 @@ UNKNOWN_DEVICE = DeviceInfo("unknown", "unknown", "unknown")
 
 def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang: Lang = "vi",
           visibility: Iterable[Visibility] = ("public", "hidden"),
-          exercises: Iterable[str] | None = None, launcher: Launcher | None = None) -> Report:
+          exercises: Iterable[str] | None = None, launcher: Launcher | None = None,
+          wall_clock_s: float | None = None) -> Report:
     """Grade the submission at ``path``; its processes start with ``launcher`` (grader/run/launch.py:
-    exec'd, isolated as this machine allows, unless a batch passes its fork servers)."""
+    exec'd, isolated as this machine allows, unless a batch passes its fork servers).
+    ``wall_clock_s``: the instructor's bound on this learner's whole grading (``--learner-timeout``),
+    instead of the course's ``limits.run_timeout_s``."""
     started = time.monotonic()
-    submission = load_submission(path, course.modules)
+    limits = course.limits if wall_clock_s is None else dataclasses.replace(course.limits, run_timeout_s=wall_clock_s)
+    submission = load_submission(path, course.modules, max_bytes=limits.submission_mb * MiB)
     wanted = set(exercises) if exercises is not None else set(course.exercise_ids)
     visible = set(visibility)
     # The exercises asked for, each with only the checks of the visibility asked for.
@@ -54,35 +59,41 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
     output = ""
     failure: GraderFailure | None = None
     top_level: tuple[TopLevelStop, ...] = ()
+    learner_seconds = 0.0
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
-        run = run_checks(sources, to_run, device=device, limits=course.limits, launcher=launcher)
+        run = run_checks(sources, to_run, device=device, limits=limits, launcher=launcher)
         outcomes.update(explain_missing(run.outcomes, submission, run.stops))
-        top_level = top_level_stops(submission, run.stops, lang, course.limits)
+        top_level = top_level_stops(submission, run.stops, lang, limits)
         device_info = run.device or UNKNOWN_DEVICE
-        notes = run.notes
-        output = run.output
+        notes = (*run.notes, "wall_clock_limit") if run.out_of_time else run.notes
+        # What the learner's code printed: kept line by line, every other control character shown.
+        output = shown(run.output, keep="\n\t")
         failure = run.grader_error
+        learner_seconds = run.learner_seconds
     return build_report(course, submission, chosen, outcomes, device=device_info, lang=lang,
                         seconds=time.monotonic() - started, version=__version__, notes=notes,
                         output=output, failure=failure, top_level=top_level,
-                        isolation=IsolationInfo(launcher.isolation.mode, launcher.isolation.missing))
+                        isolation=IsolationInfo(launcher.isolation.mode, launcher.isolation.missing),
+                        learner_seconds=learner_seconds)
 
 
 def failed_report(path: Path, course: Course, reason: str, lang: Lang) -> Report:
     """Grading itself broke (a bug in the grader's process): every check is skipped, with the reason."""
-    submission = Submission(learner=path.stem if path.is_file() else path.name, path=path, sources={}, problems={})
+    name = path.name or path.resolve().name
+    submission = Submission(learner_id(name, is_dir=path.is_dir() and not path.is_symlink()), path, {}, {},
+                            submitted_as(name))
     return build_report(course, submission, course.exercises, {}, device=UNKNOWN_DEVICE, lang=lang,
                         seconds=0.0, version=__version__, failure=GraderFailure("internal", reason))
 
 
 def grade_or_failed(path: Path, course: Course, *, device: RequestedDevice = "auto", lang: Lang = "vi",
-                    launcher: Launcher) -> Report:
+                    launcher: Launcher, wall_clock_s: float | None = None) -> Report:
     """``grade()``, and when the grader itself breaks (a bug), the traceback on stderr and a
     zero-score report that says why, never a traceback instead of a report. A GraderError (a
     usage error, the user's to fix) still raises."""
     try:
-        return grade(path, course, device=device, lang=lang, launcher=launcher)
+        return grade(path, course, device=device, lang=lang, launcher=launcher, wall_clock_s=wall_clock_s)
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a grader bug still leaves a report behind

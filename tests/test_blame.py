@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 
 from grader.run.blame import Context, RunEnd, Trace, settle
@@ -156,3 +157,32 @@ def test_learner_controlled_text_is_capped() -> None:
     assert kept.error.endswith(" […9700 more characters cut]")  # a cut says where, and how much
     error = settled.outcomes["ex1.a"].params["error"]
     assert len(error) <= 540 and error.endswith(" […9500 more characters cut]")
+
+
+def test_the_memory_cgroup_stopping_the_learner_is_the_memory_limit() -> None:
+    """Issue 23: memory held through memfd_create passed RLIMIT_DATA; the run's memory cgroup stops
+    the process, and the check (or the cell) says it was the memory limit, not a crash."""
+    killed = RunEnd(None, -signal.SIGKILL, memory_killed=True)
+    in_check = settle(trace_of(DEVICE, *IMPORTED, CheckStarted("ex1.a"), Calling("ex1_device.f")), killed, CONTEXT)
+    assert (in_check.outcomes["ex1.a"].status, in_check.outcomes["ex1.a"].message_id) == ("error", "memory_held")
+    assert in_check.outcomes["ex1.a"].params["limit_mb"] == "6144"
+    in_cell = settle(trace_of(DEVICE, TopLevelEvent("importing", "ex1_device"),
+                              TopLevelEvent("cell_start", "ex1_device", 0, "line 1")), killed, CONTEXT)
+    assert [(s.kind, s.error) for s in in_cell.stops] == [
+        ("memory", "it held more than 6144 MiB, shared memory included")]
+
+
+def test_a_protocol_break_in_a_cell_is_recorded_as_tampering_and_skipped() -> None:
+    broke = settle(trace_of(DEVICE, TopLevelEvent("importing", "ex1_device"),
+                            TopLevelEvent("cell_start", "ex1_device", 0, "line 1"),
+                            LearnerLost("broke_protocol", "a frame over the limit")), RunEnd(None, 0), CONTEXT)
+    assert [s.kind for s in broke.stops] == ["tampered"] and broke.skip == (("ex1_device", 0),)
+    assert "tampering" in broke.notes
+
+
+def test_the_wall_clock_running_out_between_runs_is_the_learners_not_the_graders() -> None:
+    later = dataclasses.replace(CONTEXT, first_run=False, run_timeout_s=40.0)
+    settled = settle(trace_of(), RunEnd("run_timeout", None), later)
+    assert settled.grader_error is None
+    assert {o.message_id for o in settled.outcomes.values()} == {"run_timeout"}
+    assert all(o.params == {"wall_s": "40"} for o in settled.outcomes.values())

@@ -456,7 +456,7 @@ def test_folder_with_nothing_usable_is_not_attempted(tmp_path: Path, files: list
 
     submission = load_submission(folder, MODULES)
 
-    assert submission == Submission("vu_f", folder, {}, {})
+    assert submission == Submission("vu_f", folder, {}, {}, "vu_f")
 
 
 def test_unsupported_suffix(tmp_path: Path) -> None:

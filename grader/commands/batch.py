@@ -1,10 +1,16 @@
 """Grade a folder of submissions: one report per learner, a gradebook, a class summary.
 
-Every entry directly in the submissions folder is one learner. Each learner's report is
-written (atomically) the moment that learner is done, and the gradebook is rewritten after
-every learner, so an interrupted run keeps a valid gradebook of what it finished. A report
-carries the hashes of the submission and of the course it was graded against; a re-run
-grades only the learners whose report is missing or stale.
+Every entry directly in the submissions folder is one learner, whatever its name, under an id
+of grader/intake/names.py. Each learner's report is written (atomically) the moment that learner
+is done, and the gradebook is rewritten after every learner, so an interrupted run keeps a valid
+gradebook of what it finished. A report carries the hashes of the submission and of the course it
+was graded against; a re-run grades only the learners whose report is missing or stale.
+
+One learner never stops another: whatever goes wrong while grading or writing one learner — a
+grader bug, a report the output folder refuses — becomes that learner's ``grader_error`` row, the
+batch goes on, and it ends with exit code 3. ``wall_clock_s`` (``--learner-timeout``) bounds each
+learner's share of the run, so one that sleeps just under every deadline holds a worker that long,
+not the course's ``run_timeout_s``.
 
 Workers are threads: each grade spends its time waiting on its sandboxed child process.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import math
 import os
 import sys
 import threading
@@ -28,6 +35,7 @@ from grader.course import Course, Lang
 from grader.errors import GraderError
 from grader.grading import failed_report, grade
 from grader.intake.discover import Learner, course_sha256, discover, submission_sha256
+from grader.intake.names import shown
 from grader.outputs.gradebook import GRADEBOOK, gradebook_csv, score_cell
 from grader.outputs.report import write_atomic
 from grader.outputs.seal import Stamp, StoredReport, load_report, seal_intact, seal_key, sealed, write_stored
@@ -37,9 +45,6 @@ from grader.run.launch import Launcher, launcher_for_batch
 from grader.run.share import machine_share
 from grader.score.results import Report
 from grader.wire.messages import RequestedDevice
-
-# A learner with one of these names would overwrite the class-level files.
-RESERVED_LEARNERS = frozenset({SUMMARY_STEM, Path(GRADEBOOK).stem})
 
 Outcome = Literal["graded", "failed"]
 
@@ -82,10 +87,17 @@ def report_path(out_dir: Path, learner: str) -> Path:
     return out_dir / f"{learner}.yaml"
 
 
-def is_current(stored: StoredReport | None, stamp: Stamp, key: bytes) -> bool:
+def is_current(stored: StoredReport | None, stamp: Stamp, key: bytes, learner: str = "",
+               wall_clock_s: float = math.inf) -> bool:
     """Whether a learner's report on disk stands: graded from this submission and course, by this
-    grader, in this language, sealed by this output folder's key, and not a grader failure."""
+    grader, in this language, sealed by this output folder's key, under this learner's id, not a
+    grader failure, and not stopped by a wall-clock bound shorter than this run's (``wall_clock_s``)."""
     if stored is None or stored.report.grader_error or "grader_failed" in stored.report.notes:
+        return False
+    if learner and stored.report.learner != learner:
+        return False
+    cut_short = "wall_clock_limit" in stored.report.notes
+    if cut_short and wall_clock_s > stored.report.learner_seconds + 1.0:
         return False
     return stored.stamp == stamp and seal_intact(stored, key)
 
@@ -116,9 +128,10 @@ class Batch:
 
     def __init__(self, course: Course, out_dir: Path, *, device: RequestedDevice = "auto", lang: Lang = "vi",
                  workers: int = 1, force: bool = False, progress: bool = True, fork: bool = True,
-                 isolation: Isolation = NONE) -> None:
+                 isolation: Isolation = NONE, wall_clock_s: float | None = None) -> None:
         self.course, self.out_dir = course, out_dir
         self.isolation = isolation
+        self.wall_clock_s = wall_clock_s
         self.device, self.lang = device, lang
         self.workers, self.force, self.progress, self.fork = workers, force, progress, fork
         self.course_hash = course_sha256(course)
@@ -130,17 +143,29 @@ class Batch:
         return Stamp(submission_sha256(learner.path), self.course_hash, __version__, self.lang, self.device)
 
     def grade(self, learner: Learner, stamp: Stamp, launcher: Launcher) -> tuple[Outcome, Report]:
+        """Grade one learner and write their report; never raises, whatever the learner or the
+        output folder does: what goes wrong is this learner's grader_error row."""
         try:
-            report = grade(learner.path, self.course, device=self.device, lang=self.lang, launcher=launcher)
+            report = grade(learner.path, self.course, device=self.device, lang=self.lang, launcher=launcher,
+                           wall_clock_s=self.wall_clock_s)
         except Exception as exc:  # noqa: BLE001 - one learner's grading bug must not stop the class
             report = failed_report(learner.path, self.course, f"{type(exc).__name__}: {exc}", self.lang)
+        report = dataclasses.replace(report, learner=learner.id, submitted_as=learner.submitted_as)
+        try:
+            write_stored(report_path(self.out_dir, learner.id), sealed(StoredReport(report, stamp), self.key))
+        except (OSError, ValueError) as exc:  # the output folder refused it: kept as an error row
+            reason = f"the report could not be written ({type(exc).__name__}: {exc})"
+            report = dataclasses.replace(failed_report(learner.path, self.course, reason, self.lang),
+                                         learner=learner.id, submitted_as=learner.submitted_as)
         outcome: Outcome = "graded"
         if report.grader_error:  # kept on record, and regraded by the next run
-            tqdm.write(f"grader: {learner.name}: not graded: {report.grader_error}", file=sys.stderr)
+            tqdm.write(f"grader: {learner.id}: not graded: {shown(report.grader_error)}", file=sys.stderr)
             outcome = "failed"
-        report = dataclasses.replace(report, learner=learner.name)
-        write_stored(report_path(self.out_dir, learner.name), sealed(StoredReport(report, stamp), self.key))
-        self.book.add(report)  # here, not in the main thread: a report on disk is in the gradebook too
+        try:
+            self.book.add(report)  # here, not in the main thread: a report on disk is in the gradebook too
+        except OSError as exc:
+            tqdm.write(f"grader: gradebook.csv could not be written ({shown(str(exc))})", file=sys.stderr)
+            outcome = "failed"
         return outcome, report
 
     def run(self, learners: Sequence[Learner]) -> BatchResult:
@@ -150,8 +175,9 @@ class Batch:
         todo: list[tuple[Learner, Stamp]] = []
         for learner in learners:
             stamp = self.stamp(learner)
-            old = load_report(report_path(self.out_dir, learner.name))
-            if old is not None and not self.force and is_current(old, stamp, self.key):
+            old = load_report(report_path(self.out_dir, learner.id))
+            bound = self.wall_clock_s or self.course.limits.run_timeout_s
+            if old is not None and not self.force and is_current(old, stamp, self.key, learner.id, bound):
                 book.keep(old.report)
             else:
                 todo.append((learner, stamp))
@@ -168,7 +194,8 @@ class Batch:
                 for future in concurrent.futures.as_completed(futures):
                     outcome, report = future.result()
                     counts[outcome] += 1
-                    bar.set_postfix_str(f"{futures[future].name}: {score_cell(report.score)}", refresh=False)
+                    # An id is printable and short; the bar cuts it further to keep to one line.
+                    bar.set_postfix_str(f"{futures[future].id[:30]}: {score_cell(report.score)}", refresh=False)
                     bar.update(1)
             finally:
                 # On Ctrl-C: drop what has not started, let the running grades write their reports.
@@ -181,21 +208,22 @@ class Batch:
 
 def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int = 1, force: bool = False,
               device: RequestedDevice = "auto", lang: Lang = "vi", shard: Shard | None = None,
-              progress: bool = True, fork: bool = True, isolation: Isolation | None = None) -> BatchResult:
+              progress: bool = True, fork: bool = True, isolation: Isolation | None = None,
+              wall_clock_s: float | None = None) -> BatchResult:
     """``fork``: fork each run's processes from warm servers (``grader batch --no-fork-server``:
     exec each, a fresh Python every time, slower, same verdicts); ``isolation`` None: what this
-    machine offers (grader/run/isolation.py)."""
+    machine offers (grader/run/isolation.py); ``wall_clock_s``: each learner's bound
+    (``--learner-timeout``), else the course's ``limits.run_timeout_s``."""
     if workers < 1:
         raise GraderError(f"--workers: {workers!r} must be at least 1")
     if out_dir.resolve() == submissions.resolve():
         raise GraderError(f"-o {out_dir}: write the reports outside the submissions folder")
     # An output folder inside the submissions folder is not a learner.
-    learners = [learner for learner in discover(submissions, RESERVED_LEARNERS)
-                if learner.path.resolve() != out_dir.resolve()]
+    learners = discover(submissions, skip=out_dir)
     if shard is not None:
         learners = shard.pick(learners)
-    return Batch(course, out_dir, device=device, lang=lang, workers=workers, force=force,
-                 progress=progress, fork=fork, isolation=isolation or probe()).run(learners)
+    return Batch(course, out_dir, device=device, lang=lang, workers=workers, force=force, progress=progress,
+                 fork=fork, isolation=isolation or probe(), wall_clock_s=wall_clock_s).run(learners)
 
 
 def merge(dirs: Sequence[Path], out_dir: Path, course: Course) -> int:
@@ -210,7 +238,7 @@ def merge(dirs: Sequence[Path], out_dir: Path, course: Course) -> int:
             raise GraderError(f"merge: not a folder: {folder}")
         key = seal_key(folder, create=False)
         for path in sorted(folder.glob("*.yaml")):
-            if path.stem in RESERVED_LEARNERS:
+            if path.stem == SUMMARY_STEM:
                 continue
             stored = load_report(path)
             if stored is None:

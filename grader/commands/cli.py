@@ -17,6 +17,7 @@ from grader.commands.batch import merge, parse_shard, run_batch
 from grader.course import LANGS, load_course
 from grader.errors import ExitCode, GraderError
 from grader.grading import grade_or_failed
+from grader.intake.names import shown
 from grader.outputs.gradescope import write_results
 from grader.outputs.report import write_yaml
 from grader.outputs.terminal import summary
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--gradescope", type=Path, default=None, metavar="PATH",
                    help="also write Gradescope's results.json to PATH")
     g.add_argument("--isolation", choices=ISOLATIONS, default="auto", help=ISOLATION_HELP)
+    g.add_argument("--learner-timeout", type=float, default=None, metavar="SECONDS", help=LEARNER_TIMEOUT_HELP)
     _add_instructor_commands(sub, common)
     _add_learner_commands(sub, common)
     return parser
@@ -52,6 +54,16 @@ def _parser() -> argparse.ArgumentParser:
 ISOLATIONS = ("auto", "none")
 ISOLATION_HELP = ("auto: learner code runs in a bubblewrap sandbox where the machine allows it (README, "
                   "'Security model'); none: without one (the report says so)")
+
+
+LEARNER_TIMEOUT_HELP = ("the wall-clock bound on one learner's whole grading (default: course.yaml's "
+                        "limits.run_timeout_s); a learner stopped by it says so in its report")
+
+
+def _learner_timeout(value: float | None) -> float | None:
+    if value is not None and not 1 <= value <= 86_400:
+        raise GraderError(f"--learner-timeout: {value!r} must be between 1 and 86400 seconds")
+    return value
 
 
 def isolation_for(choice: str) -> Isolation:
@@ -79,13 +91,19 @@ def cmd_grade(args: argparse.Namespace) -> int:
     course = load_course(args.course)
     lang = args.lang or course.default_lang
     fail_under = _percent(args.fail_under) if args.fail_under is not None else None
+    wall_clock_s = _learner_timeout(args.learner_timeout)
     if not args.submission.exists():
-        raise GraderError(f"submission not found: {args.submission}")
+        raise GraderError(f"submission not found: {shown(str(args.submission))}")
+    # The path on the command line is the instructor's: a link there is followed, once. Nothing
+    # inside the submission is (grader/intake/submission.py).
+    submission = args.submission.resolve() if args.submission.is_symlink() else args.submission
     code = ExitCode.OK
     launcher = ExecLauncher(isolation=isolation_for(args.isolation))
-    report = grade_or_failed(args.submission, course, device=args.device, lang=lang, launcher=launcher)
+    report = grade_or_failed(submission, course, device=args.device, lang=lang, launcher=launcher,
+                             wall_clock_s=wall_clock_s)
     if report.grader_error:
-        print(f"grader: the grader could not grade {args.submission}: {report.grader_error}", file=sys.stderr)
+        print(f"grader: the grader could not grade {shown(str(args.submission))}: {shown(report.grader_error)}",
+              file=sys.stderr)
         code = ExitCode.INTERNAL
     write_yaml(report, args.output)
     if args.gradescope is not None:
@@ -113,6 +131,7 @@ def _add_instructor_commands(sub: argparse._SubParsersAction[argparse.ArgumentPa
     b.add_argument("--no-fork-server", dest="fork_server", action="store_false",
                    help="start every process as a fresh Python instead of forking it from a warm server "
                         "(slower, the same verdicts)")
+    b.add_argument("--learner-timeout", type=float, default=None, metavar="SECONDS", help=LEARNER_TIMEOUT_HELP)
     m = sub.add_parser("merge", parents=[common],
                        help="one gradebook and summary from several batch outputs (shards)")
     m.add_argument("inputs", type=Path, nargs="+", metavar="OUT_DIR", help="batch output folders")
@@ -122,15 +141,17 @@ def _add_instructor_commands(sub: argparse._SubParsersAction[argparse.ArgumentPa
 def cmd_batch(args: argparse.Namespace) -> int:
     course = load_course(args.course)
     shard = parse_shard(args.shard) if args.shard is not None else None
+    wall_clock_s = _learner_timeout(args.learner_timeout)
     try:
         done = run_batch(args.submissions, args.output, course, workers=args.workers, force=args.force,
                          device=args.device, lang=args.lang or course.default_lang, shard=shard,
-                         progress=not args.quiet, fork=args.fork_server, isolation=isolation_for(args.isolation))
+                         progress=not args.quiet, fork=args.fork_server, isolation=isolation_for(args.isolation),
+                         wall_clock_s=wall_clock_s)
     except OSError as exc:
-        raise GraderError(f"batch: {exc}") from None
+        raise GraderError(f"batch: {shown(str(exc))}") from None
     if not args.quiet:
         print(f"{done.learners} learners: {done.graded} graded, {done.current} already up to date, "
-              f"{done.failed} grader failures; reports, gradebook.csv and summary.html in {done.out_dir}")
+              f"{done.failed} grader failures; reports, gradebook.csv and summary.html in {shown(str(done.out_dir))}")
     return int(ExitCode.INTERNAL if done.failed else ExitCode.OK)
 
 
@@ -259,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                     "autograde": cmd_autograde, **_LEARNER_COMMANDS}
         return commands[args.command](args)
     except GraderError as exc:
-        print(f"grader: error: {exc}", file=sys.stderr)
+        print(f"grader: error: {shown(str(exc))}", file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("grader: interrupted", file=sys.stderr)

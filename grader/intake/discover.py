@@ -1,5 +1,10 @@
 """A batch's learners: every entry directly in the submissions folder, and the hashes a re-run
 compares to decide whom to regrade (the submission's content; the course, its checks and texts).
+
+Any name the folder holds is a learner, under an id of grader/intake/names.py (unique, stable,
+safe wherever it is written); nothing here follows a symbolic link or opens what is not a regular
+file. Tools' own entries (``.git``, ``.DS_Store``, ``__pycache__``, ``.ipynb_checkpoints``) are
+skipped, and said to be.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import Any
 
 from grader.course import Course
 from grader.errors import GraderError
-from grader.intake.submission import IGNORED_NAMES
+from grader.intake.names import class_ids, shown, submitted_as
+from grader.intake.submission import IGNORED_NAMES, SUFFIXES, folder_entries
 from grader.paths import CHECKS_DIR, TEXTS_DIR
 
 _CHUNK = 1 << 20
@@ -22,47 +28,70 @@ _CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class Learner:
-    name: str  # the submission's name without its extension
+    id: str  # safe, unique, stable (grader/intake/names.py): names the report and the gradebook row
     path: Path
+    submitted_as: str  # the entry's name as the learner gave it, shown
 
 
-def discover(folder: Path, reserved: frozenset[str] = frozenset()) -> list[Learner]:
-    """Every file or folder directly in ``folder``, sorted by learner name; a learner named as one
-    of the class files (``reserved``) is an error."""
+def discover(folder: Path, *, skip: Path | None = None) -> list[Learner]:
+    """Every file, folder or link directly in ``folder`` (but ``skip``, an output folder inside
+    it), sorted by learner id. A hidden entry is a learner only when it looks like a submission
+    (``.name.py``, ``.name.ipynb``, or a folder holding either); the others are tools' files."""
     if not folder.is_dir():
         raise GraderError(f"submissions folder not found: {folder}")
-    by_name: dict[str, list[Path]] = {}
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".") or entry.name in IGNORED_NAMES:
+    found: list[tuple[str, bool, Path]] = []
+    for entry in sorted(os.scandir(folder), key=lambda entry: entry.name):
+        path = Path(entry.path)
+        if entry.name in IGNORED_NAMES or (skip is not None and _same(path, skip)):
             continue
-        if not (entry.is_dir() or entry.is_file()):
-            print(f"grader: skipping {entry}: not a file or folder", file=sys.stderr)
+        link, is_dir = entry.is_symlink(), entry.is_dir(follow_symlinks=False)
+        if not (link or is_dir or entry.is_file(follow_symlinks=False)):
+            print(f"grader: skipping {shown(entry.name)}: not a file or folder", file=sys.stderr)
             continue
-        name = entry.stem if entry.is_file() else entry.name
-        by_name.setdefault(name, []).append(entry)
-    for name, paths in by_name.items():
-        if len(paths) > 1:
-            listed = ", ".join(p.name for p in paths)
-            raise GraderError(f"{folder}: {listed} are all submissions of learner {name!r}; keep one")
-        if name in reserved:
-            raise GraderError(f"{paths[0]}: the learner name {name!r} is reserved for the class files "
-                              f"({', '.join(sorted(reserved))}); rename the submission")
-    return [Learner(name, paths[0]) for name, paths in sorted(by_name.items())]
+        if entry.name.startswith(".") and not _looks_submitted(entry):
+            print(f"grader: skipping {shown(entry.name)}: hidden, and not a .py, a .ipynb or a folder of them",
+                  file=sys.stderr)
+            continue
+        found.append((entry.name, is_dir, path))
+    ids = class_ids((name, is_dir) for name, is_dir, _ in found)
+    learners = [Learner(ids[name], path, submitted_as(name)) for name, _, path in found]
+    return sorted(learners, key=lambda learner: learner.id)
+
+
+def _same(path: Path, other: Path) -> bool:
+    try:
+        return path.resolve() == other.resolve()
+    except OSError:
+        return False
+
+
+def _looks_submitted(entry: os.DirEntry[str]) -> bool:
+    """A hidden entry that is nonetheless a submission: a notebook or a .py, or a folder holding one."""
+    if not entry.is_dir(follow_symlinks=False):
+        return os.path.splitext(entry.name)[1].lower() in SUFFIXES
+    try:
+        return any(os.path.splitext(inner.name)[1].lower() in SUFFIXES for inner in folder_entries(Path(entry.path)))
+    except OSError:
+        return False
 
 
 def _feed_file(digest: Any, label: str, path: Path) -> None:
-    """Hash a name and a file's bytes; never opens what is not a regular file (a FIFO would block)."""
+    """Hash a name and a file's bytes; never follows a link (its target's path is hashed instead)
+    and never opens what is not a regular file (a FIFO would block)."""
     try:
-        mode = os.stat(path).st_mode
+        mode = os.lstat(path).st_mode
     except OSError:
         mode = 0
     digest.update(label.encode("utf-8", "surrogateescape") + b"\0")
+    if stat.S_ISLNK(mode):
+        digest.update(b"link\0" + os.fsencode(os.readlink(path)))
+        return
     if not stat.S_ISREG(mode):
         digest.update(b"not-a-regular-file\0")
         return
     content = hashlib.sha256()
     try:
-        with open(path, "rb") as data:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as data:
             while chunk := data.read(_CHUNK):
                 content.update(chunk)
     except OSError as exc:  # grading will meet the same error and report it
@@ -88,10 +117,11 @@ def submission_sha256(path: Path) -> str:
     (grader/intake/submission.py), and a learner's folder that links to a large tree costs nothing.
     """
     digest = hashlib.sha256()
-    if path.is_dir():
-        for file in sorted(path.iterdir()):
-            if not file.name.startswith(".") and file.name not in IGNORED_NAMES and not file.is_dir():
-                _feed_file(digest, file.name, file)
+    if path.is_dir() and not path.is_symlink():
+        for entry in folder_entries(path):
+            if not entry.name.startswith(".") and entry.name not in IGNORED_NAMES and not entry.is_dir(
+                    follow_symlinks=False):
+                _feed_file(digest, entry.name, Path(entry.path))
     else:
         _feed_file(digest, path.name, path)
     return digest.hexdigest()

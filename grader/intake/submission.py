@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import ast
 import codecs
+import errno
 import json
+import os
 import re
+import stat
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,18 +40,26 @@ from pathlib import Path
 from typing import Literal
 
 from grader.errors import GraderError
+from grader.intake.names import learner_id, shown, submitted_as
 from grader.wire.ipython import LexState, as_comment, neutralise, scan
 from grader.wire.messages import Cell, Source
 
-ProblemKind = Literal["empty", "undecodable", "bad_notebook", "unsupported"]
+ProblemKind = Literal["empty", "undecodable", "bad_notebook", "unsupported", "link", "too_large"]
 
 SINGLE_MODULE = "submission"
 
 
 # Tools leave these next to the learner's work; they are never the submission itself.
 IGNORED_NAMES = frozenset({"__pycache__", ".ipynb_checkpoints"})
+SUFFIXES = (".py", ".ipynb")  # what a submission's files are
 
 _MAX_DETAIL = 200
+MiB = 1024 * 1024
+# course.yaml ``limits.submission_mb`` (grader/wire/messages.py Limits): a file past it is not read.
+DEFAULT_MAX_BYTES = 64 * MiB
+# A folder's entries the loader looks at: a learner's folder holds a handful; one of a million
+# entries is read no further than this.
+MAX_FOLDER_ENTRIES = 1000
 
 # PEP 263: a coding declaration counts only on the first two lines.
 _CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
@@ -73,80 +84,133 @@ class LoadProblem:
 
 @dataclass(frozen=True)
 class Submission:
-    learner: str  # file or folder name without extension
+    learner: str  # its id (grader/intake/names.py): the file or folder name without extension, made safe
     path: Path
     # Plain dicts rather than read-only proxies: a Submission must pickle to reach workers.
     sources: Mapping[str, Source]  # exercise id -> file holding its functions
     problems: Mapping[str, LoadProblem]  # exercise id -> why its file can't be used
     # An exercise id in neither mapping is simply absent (not attempted).
+    submitted_as: str = ""  # the file or folder's name as the learner gave it, shown (grader/intake/names.py)
 
 
-def load_submission(path: Path, exercise_modules: Mapping[str, str]) -> Submission:
+def load_submission(path: Path, exercise_modules: Mapping[str, str], *,
+                    max_bytes: int = DEFAULT_MAX_BYTES) -> Submission:
     """Read the submission at `path` for the exercises `exercise_modules` (id -> module).
+
+    What a learner uploads is hostile input, read before any sandbox exists: no symbolic link is
+    followed, the submission's own included (a folder whose files link to the course's solutions
+    once scored 80 instead of 16); a file larger than ``max_bytes`` is not read at all (a 300 MB
+    notebook took this process to 1.5 GiB); each is a `LoadProblem`, charged to the exercises it
+    serves.
 
     Raises GraderError only when `path` does not exist (a usage error, not the learner's);
     an OSError reading an existing file (permissions) is the grader's environment's problem.
     """
-    if not path.exists():
+    if not os.path.lexists(path):
         raise GraderError(f"Submission not found: {path}")
+    name = path.name or path.resolve().name  # Path(".") has an empty name
+    learner = learner_id(name, is_dir=path.is_dir() and not path.is_symlink())
+    if path.is_symlink():
+        problem = LoadProblem("link", shown(name), None, None, "the grader follows no link out of a submission")
+        return Submission(learner, path, {}, dict.fromkeys(exercise_modules, problem), submitted_as(name))
     if path.is_dir():
-        return _load_folder(path, exercise_modules)
-    return _load_single(path, path.stem, path.name, exercise_modules)
+        return _load_folder(path, learner, exercise_modules, max_bytes)
+    return _load_single(path, learner, exercise_modules, max_bytes)
 
 
-def _load_single(
-    file: Path, learner: str, origin: str, exercise_modules: Mapping[str, str]
-) -> Submission:
+def _load_single(file: Path, learner: str, exercise_modules: Mapping[str, str], max_bytes: int) -> Submission:
     """One file serves every exercise, so its one outcome is shared by all of them."""
-    if file.suffix.lower() in (".py", ".ipynb"):
-        loaded = _load_file(file, origin, SINGLE_MODULE)
+    origin = shown(file.name)
+    if file.suffix.lower() in SUFFIXES:
+        loaded = _load_file(file, origin, SINGLE_MODULE, max_bytes)
     else:
-        suffix = file.suffix or "(none)"
+        suffix = shown(file.suffix) or "(none)"
         detail = f"unsupported file type {suffix}; submit a .py file, a .ipynb or a folder"
         loaded = LoadProblem("unsupported", origin, None, None, detail)
     if isinstance(loaded, Source):
-        return Submission(learner, file, dict.fromkeys(exercise_modules, loaded), {})
-    return Submission(learner, file, {}, dict.fromkeys(exercise_modules, loaded))
+        return Submission(learner, file, dict.fromkeys(exercise_modules, loaded), {}, submitted_as(file.name))
+    return Submission(learner, file, {}, dict.fromkeys(exercise_modules, loaded), submitted_as(file.name))
 
 
-def _load_folder(folder: Path, exercise_modules: Mapping[str, str]) -> Submission:
-    learner = folder.name or folder.resolve().name  # Path(".") has an empty name
+def _load_folder(folder: Path, learner: str, exercise_modules: Mapping[str, str], max_bytes: int) -> Submission:
+    name = submitted_as(folder.name or folder.resolve().name)
     sources: dict[str, Source] = {}
     problems: dict[str, LoadProblem] = {}
     for exercise, module in exercise_modules.items():
         file = _exercise_file(folder, module)
         if file is None:
             continue
-        loaded = _load_file(file, file.name, module)
+        loaded = _load_file(file, file.name, module, max_bytes)
         if isinstance(loaded, Source):
             sources[exercise] = loaded
         else:
             problems[exercise] = loaded
     if sources or problems:
-        return Submission(learner, folder, sources, problems)
+        return Submission(learner, folder, sources, problems, name)
 
     candidates = [
-        entry
-        for entry in sorted(folder.iterdir())
+        Path(entry.path)
+        for entry in folder_entries(folder)
         if not entry.name.startswith(".")
         and entry.name not in IGNORED_NAMES
-        and entry.suffix.lower() in (".py", ".ipynb")
-        and entry.is_file()
+        and os.path.splitext(entry.name)[1].lower() in SUFFIXES
+        and not entry.is_dir(follow_symlinks=False)
     ]
     # Two candidates (say a notebook and its .py export) would be a guess: grade neither.
     if len(candidates) == 1:
-        single = _load_single(candidates[0], learner, candidates[0].name, exercise_modules)
-        return Submission(learner, folder, single.sources, single.problems)
-    return Submission(learner, folder, {}, {})
+        single = _load_single(candidates[0], learner, exercise_modules, max_bytes)
+        return Submission(learner, folder, single.sources, single.problems, name)
+    return Submission(learner, folder, {}, {}, name)
+
+
+def folder_entries(folder: Path) -> list[os.DirEntry[str]]:
+    """A folder's entries, sorted by name: the first ``MAX_FOLDER_ENTRIES`` the system lists."""
+    entries = []
+    with os.scandir(folder) as listing:
+        for entry in listing:
+            entries.append(entry)
+            if len(entries) >= MAX_FOLDER_ENTRIES:
+                break
+    return sorted(entries, key=lambda entry: entry.name)
 
 
 def _exercise_file(folder: Path, module: str) -> Path | None:
-    # The contract names `.py` files, so a `.py` wins over a notebook of the same name.
-    for suffix in (".py", ".ipynb"):
+    # The contract names `.py` files, so a `.py` wins over a notebook of the same name. A link is
+    # found here (and refused when read), never followed; a folder of that name is not a file.
+    for suffix in SUFFIXES:
         file = folder / f"{module}{suffix}"
-        if file.is_file():
+        try:
+            mode = file.lstat().st_mode
+        except OSError:
+            continue
+        if not stat.S_ISDIR(mode):
             return file
     return None
+
+
+def _read(file: Path, origin: str, max_bytes: int) -> bytes | LoadProblem:
+    """The file's bytes, or why they are not read: a link (never followed), not a regular file (a
+    FIFO would block), or larger than ``max_bytes`` (known from its size before reading any of it)."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return LoadProblem("link", origin, None, None, "the grader follows no link out of a submission")
+        raise
+    with os.fdopen(fd, "rb") as data:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return LoadProblem("unsupported", origin, None, None, "not a regular file")
+        size = status.st_size
+        raw = data.read(max_bytes + 1) if size <= max_bytes else b""
+    if size > max_bytes or len(raw) > max_bytes:
+        return LoadProblem("too_large", origin, None, None,
+                           f"{_mib(max(size, len(raw)))} MiB, larger than the {_mib(max_bytes)} MiB a file may be")
+    return raw
+
+
+def _mib(count: int) -> str:
+    return f"{count / MiB:.0f}" if count >= MiB else f"{count / MiB:.2f}"
 
 
 @dataclass(frozen=True)
@@ -156,27 +220,32 @@ class _RawCell:
     magics: bool  # a `%%magic` first line is a cell magic (notebook and exported cells)
 
 
-def _load_file(file: Path, origin: str, module: str) -> Source | LoadProblem:
+def _load_file(file: Path, origin: str, module: str, max_bytes: int) -> Source | LoadProblem:
     is_notebook = file.suffix.lower() == ".ipynb"
-    decoded = _decode(file.read_bytes(), origin, is_notebook=is_notebook)
+    raw = _read(file, origin, max_bytes)
+    if isinstance(raw, LoadProblem):
+        return raw
+    decoded = _decode(raw, origin, is_notebook=is_notebook)
+    del raw  # a notebook's bytes, no longer needed while its JSON is read
     if isinstance(decoded, LoadProblem):
         return decoded
     if is_notebook:
-        raw = _notebook_code_cells(decoded, origin)
-        if isinstance(raw, LoadProblem):
-            return raw
+        found = _notebook_code_cells(decoded, origin)
+        if isinstance(found, LoadProblem):
+            return found
+        code_cells = found
     else:
-        raw = _exported_cells(decoded.split("\n"))
-    if not raw or all(_is_blank_or_comment(line) for cell in raw for line in cell.lines):
+        code_cells = _exported_cells(decoded.split("\n"))
+    if not code_cells or all(_is_blank_or_comment(line) for cell in code_cells for line in cell.lines):
         what = "no code" if is_notebook else "only blank lines and comments"
         return LoadProblem("empty", origin, None, None, f"the file holds {what}")
 
-    rewritten = [neutralise(cell.lines, cell_magics=cell.magics) for cell in raw]
+    rewritten = [neutralise(cell.lines, cell_magics=cell.magics) for cell in code_cells]
     lines = [line for cell in rewritten for line in cell]
     lines[:2] = [_drop_foreign_coding(line) for line in lines[:2]]
-    if raw[0].label:  # notebook or exported cells
+    if code_cells[0].label:  # notebook or exported cells
         cells, first = [], 1
-        for cell in raw:
+        for cell in code_cells:
             if any(not _is_blank_or_comment(line) for line in cell.lines):
                 cells.append(Cell(cell.label, first, first + len(cell.lines) - 1))
             first += len(cell.lines)
@@ -285,6 +354,11 @@ def _notebook_code_cells(text: str, origin: str) -> list[_RawCell] | LoadProblem
     for cell in data["cells"]:
         if isinstance(cell, dict):
             cell.setdefault("metadata", {})
+            # What cells printed and drew (images: most of a notebook's bytes) is never graded:
+            # dropped before nbformat copies the notebook twice more.
+            if "outputs" in cell:
+                cell["outputs"] = []
+            cell.pop("attachments", None)
     # Imported here: grading .py files needs no nbformat (the GPU validation machine has none).
     import nbformat
     import nbformat.reader

@@ -22,7 +22,7 @@ from grader.judge.plugin import CANARY, JudgePlugin, Registrar
 from grader.judge.proxy import LearnerProcess
 from grader.paths import CHECKS_DIR
 from grader.wire.codec import ProtocolError, decode
-from grader.wire.framing import Connection
+from grader.wire.framing import LEARNER_BUDGET, Connection
 from grader.wire.messages import DeviceFound, Done, GraderBroken, Hello, Plan
 from grader.wire.signed import Writer
 
@@ -46,7 +46,8 @@ def main() -> int:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    conn = Connection(plan.learner_fd)
+    # The learner process's bytes are hostile: every frame is held to a budget before it is read.
+    conn = Connection(plan.learner_fd, budget=LEARNER_BUDGET)
     try:
         hello = conn.receive(Hello, deadline=time.monotonic() + HELLO_TIMEOUT_S)
     except (EOFError, OSError, TimeoutError, ProtocolError) as exc:

@@ -16,20 +16,22 @@ with a fresh pair of processes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import torch
 
 from grader.judge.outcomes import AlreadyTimedOut, GraderInternal, LearnerRaised, NotAttempted, TimedOut
-from grader.wire.codec import ProtocolError
+from grader.wire.codec import ProtocolError, cut
 from grader.wire.framing import Connection
 from grader.wire.messages import (
     Answer,
     Call,
     Calling,
+    Cell,
     Event,
     Failed,
     FunctionTimedOut,
@@ -40,6 +42,7 @@ from grader.wire.messages import (
     Ready,
     Reset,
     Returned,
+    Start,
     TopLevelEvent,
     Value,
 )
@@ -118,6 +121,31 @@ def _encode(value: Any) -> Any:
     return encode_value(value, where=device_of)  # a tensor put on a device (dev.put) says so
 
 
+def top_level_event(event: TopLevelEvent, cells: Mapping[str, tuple[Cell, ...]]) -> TopLevelEvent:
+    """A top-level event as the judge relays it: about a module and a cell it sent (its label the
+    judge's own), with at most a few hundred characters of the learner's text. Anything else is the
+    learner process's protocol break: four forged events with 50 MB labels once cost the grader's
+    process 21 s of CPU to read back."""
+    if event.module not in cells:
+        raise ProtocolError("a top-level event about a module the judge never sent")
+    known = cells[event.module]
+    if event.event in ("importing", "imported"):
+        return TopLevelEvent(event.event, event.module)
+    if not 0 <= event.index < len(known) or event.label != known[event.index].label:
+        raise ProtocolError("a top-level event about a cell the judge never sent")
+    stop = event.stop
+    if stop is not None:
+        if (stop.module, stop.index, stop.label) != (event.module, event.index, event.label):
+            raise ProtocolError("a cell's stop about another cell")
+        stop = dataclasses.replace(stop, line=stop.line if stop.line is None or 0 < stop.line < 10**6 else None,
+                                   error=cut(stop.error, 300), kept=_names(stop.kept))
+    return TopLevelEvent(event.event, event.module, event.index, event.label, stop, _names(event.kept))
+
+
+def _names(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(name[:60] for name in names[:50])
+
+
 class LearnerProcess:
     """The judge's end of the socket: one request, one answer, in order."""
 
@@ -146,16 +174,18 @@ class LearnerProcess:
             raise GraderInternal(answer.error)
         return answer
 
-    def start(self, start: Any, relay: Callable[[Any], None]) -> None:
-        """The learner's top level runs; its events, cell by cell, go to ``relay`` until it is ready."""
+    def start(self, start: Start, relay: Callable[[Any], None]) -> None:
+        """The learner's top level runs; its events, cell by cell, go to ``relay`` until it is ready.
+        Each is relayed only as the cells the judge sent make it possible (``top_level_event``)."""
         self._seq += 1
+        cells = {source.module: source.cells for source in start.sources.values()}
         try:
             self.conn.send(start, self._seq)
             while True:
                 message = self.conn.receive(TopLevelEvent | Ready, seq=self._seq)
                 if isinstance(message, Ready):
                     return
-                relay(message)
+                relay(top_level_event(message, cells))
         except (EOFError, OSError) as exc:
             raise LearnerGone("ended", str(exc)) from None
         except ProtocolError as exc:
@@ -187,8 +217,10 @@ class LearnerProcess:
     def decode(self, data: Any) -> Any:
         try:
             return decode_value(data)
-        except (ProtocolError, TypeError, ValueError, KeyError) as exc:
-            raise LearnerGone("broke_protocol", f"a malformed value: {exc}") from None
+        # decode_value refuses what is not a value (ProtocolError); the rest is a backstop for a
+        # value it let through that torch or numpy would not build, or the judge's memory limit.
+        except (ProtocolError, TypeError, ValueError, KeyError, RuntimeError, OverflowError, MemoryError) as exc:
+            raise LearnerGone("broke_protocol", f"a malformed value: {cut(str(exc), 200)}") from None
 
     def call(self, exercise: str, module: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         options = self._options[-1] if self._options else _Options()

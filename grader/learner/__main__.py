@@ -14,13 +14,13 @@ from grader.learner.kernel import Kernel, install
 from grader.learner.runner import Runner
 from grader.learner.sessions import apply_gpu_share, hello
 from grader.wire.codec import ProtocolError
-from grader.wire.framing import Connection
+from grader.wire.framing import LEARNER_BUDGET, Connection
 from grader.wire.messages import RequestedDevice, Start, requested_device
 
 
 def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
     """``gpu_share``: the fraction of the GPU's memory this process may fill (a batch's workers split it)."""
-    conn = Connection(fd)
+    conn = Connection(fd, sends=LEARNER_BUDGET)  # what the judge accepts (grader/wire/framing.py)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)

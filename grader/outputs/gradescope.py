@@ -7,7 +7,9 @@ course.yaml's ``gradescope.visibility`` names (default: public ``visible``, hidd
 ``after_published``); the top-level output never details a check that learners cannot see
 yet, it only counts them. What the learner's code printed goes to run_autograder's stdout,
 which Gradescope shows as ``gradescope.stdout_visibility`` says (default ``hidden``). Text comes
-from grader/score/texts, in the report's language, and each test's output is capped.
+from grader/score/texts, in the report's language, each test's output is capped, and whatever of it
+the learner wrote is shown, never interpreted (grader/intake/names.py ``shown``): the page is valid
+UTF-8 JSON whatever the learner's code raised.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.course import Course, GradescopeVisibility, Lang
+from grader.intake.names import shown
 from grader.outputs.report import write_atomic
 from grader.score import texts
 from grader.score.results import CheckResult, Report
@@ -27,9 +30,9 @@ MAX_TEST_OUTPUT = 3000  # characters of one test's output on Gradescope's page; 
 
 def _test(number: str, exercise_id: str, check: CheckResult, visibility: GradescopeVisibility,
           lang: Lang) -> dict[str, Any]:
-    output = check.message
+    output = shown(check.message)
     if check.hint:
-        output += f"\n{texts.ui(lang, 'hint')}: {check.hint}"
+        output += f"\n{texts.ui(lang, 'hint')}: {shown(check.hint)}"
     return {
         "name": check.id,
         "number": number,
@@ -49,7 +52,7 @@ def _output(report: Report, course: Course) -> str:
     later = [c for c in checks if c.visibility == "hidden"]
     lines = [f"{texts.ui(lang, 'title')}: {course.title[lang]}"]
     if report.grader_error:
-        lines.append(f"{texts.ui(lang, 'grader_error')}: {report.grader_error}")
+        lines.append(f"{texts.ui(lang, 'grader_error')}: {shown(report.grader_error)}")
     lines += [
              texts.ui(lang, "gradescope.public").format(score=f"{sum(c.points for c in public):g}",
                                                            max_score=f"{sum(c.max_points for c in public):g}")]

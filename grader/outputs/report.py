@@ -19,6 +19,7 @@ from typing import Any, get_args
 import yaml
 
 from grader.course import Lang, Visibility
+from grader.intake.names import is_learner_id
 from grader.score.results import (
     CheckMode,
     CheckResult,
@@ -57,12 +58,14 @@ def as_dict(report: Report) -> dict[str, Any]:
                               "torch": report.device.torch, "standin": report.device.standin}
     return {
         "learner": report.learner,
+        "submitted_as": report.submitted_as,
         "submission": report.submission,
         "score": report.score,
         "max_score": report.max_score,
         "device": device,
         "lang": report.lang,
         "grading_seconds": report.grading_seconds,
+        "learner_seconds": report.learner_seconds,
         "grader_version": report.grader_version,
         "notes": list(report.notes),
         "grader_error": report.grader_error or None,
@@ -161,13 +164,18 @@ def from_dict(data: Any) -> Report:
                                str(s.get("error", "")), str(s.get("message", "")),
                                tuple(str(k) for k in s.get("kept") or ()))
                   for s in data.get("top_level") or () if isinstance(s, Mapping))
+    learner = _field(data, "learner", str, "report")
+    if not is_learner_id(learner):  # an id names a file beside the report: only one the grader made
+        raise ReportError(f"report: {learner!r} is not a learner id")
     return Report(
-        learner=_field(data, "learner", str, "report"), submission=str(data.get("submission") or ""),
+        learner=learner, submission=str(data.get("submission") or ""),
+        submitted_as=str(data.get("submitted_as") or ""),
         score=_number(data, "score", "report"), max_score=_number(data, "max_score", "report"),
         device=DeviceInfo(_literal(device.get("type"), GradedDevice, "device"), str(device.get("name", "")),
                           str(device.get("torch", "")), bool(device.get("standin", False))),
         exercises=tuple(exercises), lang=_literal(data.get("lang") or "vi", Lang, "report"),
         grading_seconds=float(data.get("grading_seconds") or 0.0), grader_version=str(data.get("grader_version") or ""),
+        learner_seconds=float(data.get("learner_seconds") or 0.0),
         notes=tuple(str(n) for n in data.get("notes") or ()), output=str(data.get("output") or ""),
         grader_error=str(data.get("grader_error") or ""), top_level=stops,
         isolation=IsolationInfo(_literal(isolation.get("mode", "none"), IsolationMode, "isolation"),

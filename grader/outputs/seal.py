@@ -94,7 +94,8 @@ def load_report(path: Path) -> StoredReport | None:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         report = from_dict(data)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ReportError, TypeError, ValueError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ReportError, TypeError, ValueError, AttributeError,
+            RecursionError):  # whatever a file in the output folder holds, it is read as "not a report"
         return None
     stamp = None
     lang, device = lang_of(data.get("lang")), next((d for d in REQUESTED_DEVICES if d == data.get("requested_device")),

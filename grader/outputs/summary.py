@@ -18,12 +18,14 @@ from typing import Any, get_args
 import yaml
 
 from grader.course import Course, Lang, Visibility
+from grader.intake.names import shown
 from grader.outputs.report import write_atomic
 from grader.score import texts
 from grader.score.results import Report
 from grader.wire.messages import CheckStatus
 
 SUMMARY_STEM = "summary"
+SLOWEST = 10  # learners listed by grading time
 BINS = 10  # the distribution's bars, each 10 % of the maximum score wide
 STATUSES: tuple[CheckStatus, ...] = get_args(CheckStatus)
 LANG: Lang = "en"  # the summary is for instructors; learners' reports keep their own language
@@ -67,6 +69,13 @@ class CheckStats:
 
 
 @dataclass(frozen=True)
+class Slow:
+    learner: str
+    seconds: float  # what the wall-clock bound counts (Report.learner_seconds)
+    stopped: bool  # cut at the wall-clock bound (its report's notes say wall_clock_limit)
+
+
+@dataclass(frozen=True)
 class ClassSummary:
     title: str
     learners: int
@@ -81,6 +90,9 @@ class ClassSummary:
     # Learners the grader could not grade (its environment failed), with the reason: left out
     # of every figure above, and regraded by the next batch run.
     not_graded: tuple[tuple[str, str], ...] = ()
+    # The learners whose grading took longest, slowest first: who holds the workers, and how close
+    # the wall-clock bound (--learner-timeout) is to cutting someone.
+    slowest: tuple[Slow, ...] = ()
 
 
 def _percent_bin(score: float, max_score: float) -> int:
@@ -90,7 +102,9 @@ def _percent_bin(score: float, max_score: float) -> int:
 
 def summarize(reports: Iterable[Report], course: Course) -> ClassSummary:
     every = list(reports)
-    not_graded = tuple(sorted((r.learner, r.grader_error) for r in every if r.grader_error))
+    not_graded = tuple(sorted((shown(r.learner), shown(r.grader_error)) for r in every if r.grader_error))
+    by_time = sorted(every, key=lambda r: (-r.learner_seconds, r.learner))[:SLOWEST]
+    slowest = tuple(Slow(shown(r.learner), r.learner_seconds, "wall_clock_limit" in r.notes) for r in by_time)
     graded = [r for r in every if not r.grader_error]
     scores = [r.score for r in graded]
     max_score = max((r.max_score for r in graded), default=sum(ex.max_score for ex in course.exercises))
@@ -136,6 +150,7 @@ def summarize(reports: Iterable[Report], course: Course) -> ClassSummary:
         exercises=tuple(exercises),
         checks=tuple(checks),
         not_graded=not_graded,
+        slowest=slowest,
     )
 
 
@@ -162,6 +177,8 @@ def as_dict(summary: ClassSummary) -> dict[str, Any]:
             for c in summary.checks
         ],
         "not_graded": [{"learner": name, "grader_error": reason} for name, reason in summary.not_graded],
+        "slowest": [{"learner": s.learner, "seconds": s.seconds, "wall_clock_limit": s.stopped}
+                    for s in summary.slowest],
     }
 
 
@@ -227,6 +244,17 @@ def _not_graded(summary: ClassSummary) -> str:
             f"<ul>{rows}</ul></section>\n")
 
 
+def _slowest(summary: ClassSummary) -> str:
+    if not summary.slowest:
+        return ""
+    rows = "".join(f"<tr><td>{escape(s.learner)}</td><td class=n>{s.seconds:.1f} s</td>"
+                   f"<td>{'stopped at the wall-clock bound' if s.stopped else ''}</td></tr>" for s in summary.slowest)
+    return ('<h2>Slowest learners</h2>\n<p class="hint">Who held a worker longest. A learner stopped at the '
+            "wall-clock bound (<code>--learner-timeout</code>, else <code>limits.run_timeout_s</code>) says so in its "
+            f'report.</p>\n<table id="slowest"><tr><th>Learner</th><th class=n>Grading</th><th></th></tr>\n{rows}'
+            "</table>\n")
+
+
 def render_html(summary: ClassSummary) -> str:
     s = summary
     rows_ex = "".join(
@@ -268,7 +296,7 @@ def render_html(summary: ClassSummary) -> str:
 <th class=n>Passed</th><th class=n>Failed</th><th class=n>Error</th><th class=n>Timeout</th>
 <th class=n>Not attempted</th></tr>
 {rows_checks}</table>
-</body>
+{_slowest(s)}</body>
 </html>
 """
 

@@ -124,6 +124,7 @@ class RunEnd:
     learner_exit: int | None  # its exit status (negative: the signal), None if unknown
     forged: int = 0  # channel lines without the key
     judge_output: str = ""  # what the judge printed: the grader's own output, for a grader failure
+    memory_killed: bool = False  # the kernel stopped a process of the run past limits.memory_mb (its cgroup)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ class Context:
     max_processes: int
     cpu_seconds: int
     first_run: bool  # no earlier run: what the judge printed is the grader's alone
+    run_timeout_s: float = 240.0  # the learner's wall-clock bound (limits.run_timeout_s or --learner-timeout)
+    memory_mb: int = 6144  # limits.memory_mb
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,8 @@ def outcome_of(message: CheckEnded) -> CheckOutcome:
 def grader_failure(trace: Trace, end: RunEnd, ctx: Context) -> GraderFailure | None:
     """Why this run could not run any check, when the cause is the grader's, not the learner's."""
     if trace.learner_started or trace.results:
+        return None
+    if end.killed_for == "run_timeout" and not ctx.first_run:  # the learner's time ran out between two runs
         return None
     broken = trace.broken
     failure = (GraderFailure(broken.kind, broken.error[:200]) if broken is not None
@@ -215,6 +220,10 @@ def settle(trace: Trace, end: RunEnd, ctx: Context) -> Settled:
             kind, error = "timeout", f"the cell ran past its {ctx.cell_timeout_s:g} s limit"
         elif end.killed_for == "process_limit":
             kind, error = "ended_process", f"it started more than {ctx.max_processes} processes"
+        elif end.memory_killed:
+            kind, error = "memory", f"it held more than {ctx.memory_mb} MiB, shared memory included"
+        elif broke:
+            kind, error = "tampered", "it wrote into the connection between the judge and the learner's code"
         else:
             kind, error = "ended_process", describe_exit(end.learner_exit)
         stops.setdefault((module, index), CellStop(module, index, label, None, kind, error))
@@ -236,10 +245,13 @@ def settle(trace: Trace, end: RunEnd, ctx: Context) -> Settled:
             timed_out.add(trace.calling)
         status: CheckStatus = "timeout" if end.killed_for in ("check_timeout", "run_timeout") else "error"
         # SIGXCPU: the kernel's answer to RLIMIT_CPU (limits.cpu_seconds).
-        message = end.killed_for or ("cpu_limit" if code == "signal SIGXCPU" else "child_died")
-        params = {"code": code, "limit": str(ctx.max_processes), "limit_s": str(ctx.cpu_seconds)}
+        message = end.killed_for or ("memory_held" if end.memory_killed
+                                     else "cpu_limit" if code == "signal SIGXCPU" else "child_died")
+        params = {"code": code, "limit": str(ctx.max_processes), "limit_s": str(ctx.cpu_seconds),
+                  "wall_s": f"{ctx.run_timeout_s:g}", "limit_mb": str(ctx.memory_mb)}
         outcomes[trace.current] = CheckOutcome(trace.current, status, message, params)
     if end.killed_for == "run_timeout":
+        wall = {"wall_s": f"{ctx.run_timeout_s:g}"}
         for check in ctx.pending:
-            outcomes.setdefault(check, CheckOutcome(check, "timeout", "run_timeout"))
+            outcomes.setdefault(check, CheckOutcome(check, "timeout", "run_timeout", wall))
     return settled()

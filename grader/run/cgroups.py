@@ -1,9 +1,17 @@
-"""A run's pids cgroup (root only): the kernel refuses the learner's forks and threads past the
-course's limit, and every task in it is killed when the run ends (grader/run/sandbox.py).
+"""A run's cgroups (root only): the kernel refuses the learner's forks and threads past the
+course's limit, stops it past its memory, and every task in them is killed when the run ends
+(grader/run/sandbox.py).
 
-``hierarchy()`` finds where runs can go (cgroup v1's pids controller, or v2 with pids enabled);
-grader/run/isolation.py's probe records it. The learner process joins its run's cgroup itself,
-through an fd it is handed (grader/spawn/confine.py ``join_cgroup``).
+``hierarchy()`` finds where runs can go for pids (cgroup v1's pids controller, or v2 with pids
+enabled) and ``memory_hierarchy()`` for memory (v1's memory controller, or v2's); grader/run/
+isolation.py's probe records both. The learner process joins its run's cgroups itself, through the
+fds it is handed (grader/spawn/confine.py ``join_cgroup``).
+
+Why memory needs a cgroup: ``RLIMIT_DATA`` (grader/spawn/confine.py) counts private memory only, so
+1.5 GiB held through ``memfd_create`` passed a 1 GiB limit. A memory cgroup counts every page the
+run's processes touch — anonymous, shared (memfd, /dev/shm, its tmpfs work dir) — and past
+``limits.memory_mb`` the kernel's out-of-memory killer stops the process; ``oom_kills`` tells the
+sandbox that is what happened, and the report says the memory limit, not a crash.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import time
 from pathlib import Path
 
 CGROUP_V1 = Path("/sys/fs/cgroup/pids")
+MEMORY_V1 = Path("/sys/fs/cgroup/memory")
 CGROUP_V2 = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "grader"
 
@@ -37,6 +46,24 @@ def hierarchy() -> str:
     return ""
 
 
+def memory_hierarchy() -> str:
+    """The memory cgroup hierarchy the grader can make runs in (root), or ""."""
+    if os.geteuid() != 0:
+        return ""
+    try:
+        if (MEMORY_V1 / "memory.limit_in_bytes").exists():
+            (MEMORY_V1 / CGROUP_PARENT).mkdir(exist_ok=True)
+            return str(MEMORY_V1 / CGROUP_PARENT)
+        if "memory" in _read(CGROUP_V2 / "cgroup.controllers").split():
+            (CGROUP_V2 / CGROUP_PARENT).mkdir(exist_ok=True)
+            (CGROUP_V2 / "cgroup.subtree_control").write_text("+memory")
+            (CGROUP_V2 / CGROUP_PARENT / "cgroup.subtree_control").write_text("+memory")
+            return str(CGROUP_V2 / CGROUP_PARENT)
+    except OSError:
+        pass
+    return ""
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text()
@@ -46,16 +73,48 @@ def _read(path: Path) -> str:
 
 class RunCgroup:
     """A pids cgroup for one run's learner processes: past ``max_tasks`` (threads count) the
-    kernel refuses a fork; at the end every task in it is killed."""
+    kernel refuses a fork; at the end every task in it is killed. With a ``memory`` hierarchy, a
+    memory cgroup too (the same one on cgroup v2): past ``memory_bytes`` of all its memory the
+    kernel stops the process that asks for more."""
 
-    def __init__(self, hierarchy: str, max_tasks: int) -> None:
-        self.path = Path(hierarchy) / f"run-{os.getpid()}-{secrets.token_hex(6)}"
+    def __init__(self, hierarchy: str, max_tasks: int, memory: str = "", memory_bytes: int = 0) -> None:
+        name = f"run-{os.getpid()}-{secrets.token_hex(6)}"
+        self.path = Path(hierarchy) / name
         self.path.mkdir()
         (self.path / "pids.max").write_text(str(max_tasks))
+        self.memory: Path | None = None
+        if memory:
+            self.memory = Path(memory) / name
+            self.memory.mkdir(exist_ok=True)  # on cgroup v2, the same folder as the pids one
+            try:
+                if (self.memory / "memory.max").exists():  # v2; no swap: what is held stays counted
+                    (self.memory / "memory.max").write_text(str(memory_bytes))
+                    with contextlib.suppress(OSError):
+                        (self.memory / "memory.swap.max").write_text("0")
+                else:
+                    (self.memory / "memory.limit_in_bytes").write_text(str(memory_bytes))
+                    with contextlib.suppress(OSError):  # swap accounting, where the kernel has it
+                        (self.memory / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
+            except OSError:
+                self.remove()
+                raise
 
-    def procs_fd(self) -> int:
-        """An fd of its ``cgroup.procs``: the learner process writes itself into it before it runs anything."""
-        return os.open(self.path / "cgroup.procs", os.O_WRONLY)
+    def procs_fds(self) -> tuple[int, ...]:
+        """An fd of each of its ``cgroup.procs``: the learner process writes itself into them
+        before it runs anything."""
+        paths = [self.path] + ([self.memory] if self.memory is not None and self.memory != self.path else [])
+        return tuple(os.open(path / "cgroup.procs", os.O_WRONLY) for path in paths)
+
+    def oom_kills(self) -> int:
+        """How many of its processes the kernel stopped for holding more than its memory."""
+        if self.memory is None:
+            return 0
+        events = _read(self.memory / "memory.events") or _read(self.memory / "memory.oom_control")
+        for line in events.splitlines():
+            name, _, count = line.partition(" ")
+            if name == "oom_kill" and count.strip().isdigit():
+                return int(count)
+        return 0
 
     def limit_hits(self) -> int:
         """How many forks (or threads) the kernel refused so far."""
@@ -85,9 +144,12 @@ class RunCgroup:
 
     def remove(self) -> None:
         self.kill()
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.02)
+        for path in {self.path, self.memory} - {None}:
+            for _ in range(50):
+                try:
+                    path.rmdir()  # type: ignore[union-attr]
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from grader.layout import LEARNER_VIEW
 from grader.paths import PROJECT_ROOT, package_file
-from grader.run.cgroups import hierarchy
+from grader.run.cgroups import hierarchy, memory_hierarchy
 from grader.score.results import IsolationMode
 from grader.spawn.confine import HOME, NOBODY
 from grader.wire.messages import MiB
@@ -66,6 +66,7 @@ class Isolation:
     as_root: bool = False  # the learner drops to nobody (setpriv / setresuid), and cgroups are the grader's
     cgroups: str = ""  # the pids cgroup hierarchy runs go in ("" when there is none to use)
     missing: tuple[str, ...] = ()  # what this machine lacks, in words (the report lists it)
+    memory_cgroups: str = ""  # the memory cgroup hierarchy runs go in ("" when there is none to use)
 
     @property
     def forks(self) -> bool:
@@ -107,10 +108,14 @@ def probe() -> Isolation:
         reason = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
         return Isolation("none", missing=(f"namespaces (bubblewrap: {reason[:160]})",))
     cgroups = hierarchy()
+    memory = memory_hierarchy() if cgroups else ""
     missing = () if cgroups else ("a pids cgroup (not root): threads are counted by /proc, not refused",)
+    if not memory:
+        missing = (*missing, "a memory cgroup (not root): memory shared through memfd_create or /dev/shm is not "
+                             "counted toward limits.memory_mb")
     if not as_root:
         missing = (*missing, "a uid that owns nothing (not root): the learner runs as your uid, mapped")
-    isolation = Isolation("bwrap", bwrap, as_root, cgroups, missing)
+    isolation = Isolation("bwrap", bwrap, as_root, cgroups, missing, memory)
     lost = _gpus_lost_inside(isolation)
     if lost:  # grading a GPU machine's learners without their GPU would be unfair: no sandbox, said so
         return Isolation("none", missing=(lost,))

@@ -63,7 +63,7 @@ class Spawn:
     fds: tuple[int, ...]  # handed to the child, which finds them at FIRST_FD, FIRST_FD + 1, ...
     limits: Limits | None = None  # the learner process's; the judge runs without
     device: RequestedDevice = "auto"  # the learner process's --device
-    cgroup_fd: int | None = None  # the learner process writes itself into its run's cgroup through it
+    cgroup_fds: tuple[int, ...] = ()  # the learner process writes itself into its run's cgroups through them
     gpu_share: float = 1.0  # the learner process's part of the GPU's memory (a batch's workers split it)
 
 
@@ -96,11 +96,10 @@ def argv(spawn: Spawn, fds: tuple[int, ...]) -> list[str]:
     return [sys.executable, "-m", "grader.learner", str(fds[0]), spawn.device, repr(spawn.gpu_share)]
 
 
-def _exec_child(limits: Limits | None, cgroup_fd: int | None) -> None:
-    """In the exec'd child, before exec: its session, its limits, its run's cgroup."""
-    apply_limits(limits)
-    if cgroup_fd is not None:
-        join_cgroup(cgroup_fd)
+def _exec_child(limits: Limits | None, cgroup_fds: tuple[int, ...], judge: bool) -> None:
+    """In the exec'd child, before exec: its session, its limits, its run's cgroups."""
+    apply_limits(limits, judge=judge)
+    join_cgroup(cgroup_fds)
 
 
 class Exec:
@@ -120,7 +119,8 @@ class Exec:
             self.popen = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 cwd=tempfile.gettempdir() if isolated else spawn.cwd, env=env, pass_fds=(*spawn.fds, *sandbox_fds),
-                preexec_fn=functools.partial(_exec_child, spawn.limits, spawn.cgroup_fd),  # noqa: PLW1509 - before exec
+                preexec_fn=functools.partial(_exec_child, spawn.limits, spawn.cgroup_fds,  # noqa: PLW1509 - before exec
+                                             spawn.role == "judge"),
             )
         self.pid = self.popen.pid
         self.stdin: IO[bytes] = self.popen.stdin  # type: ignore[assignment]
@@ -270,10 +270,9 @@ class ForkServer:
         stdout_r, stdout_w = os.pipe()
         try:
             env = iso.learner_env(spawn.env) if self.isolated else dict(spawn.env)
-            request = encode(ForkRequest(env, spawn.cwd, spawn.device, spawn.limits, spawn.cgroup_fd is not None,
+            request = encode(ForkRequest(env, spawn.cwd, spawn.device, spawn.limits, len(spawn.cgroup_fds),
                                          spawn.gpu_share))
-            extra = [spawn.cgroup_fd] if spawn.cgroup_fd is not None else []
-            socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *extra])
+            socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *spawn.cgroup_fds])
             reply = self.receive() if select.select([self.sock], [], [], 30.0)[0] else None
         except OSError:
             reply = None

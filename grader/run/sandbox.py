@@ -48,6 +48,7 @@ from grader.wire.messages import (
     CheckEnded,
     CheckStarted,
     CheckStatus,
+    DeviceFound,
     Done,
     LearnerLost,
     Limits,
@@ -63,6 +64,12 @@ from grader.wire.signed import parse
 GRACE_S = 3.0  # the learner process interrupts a call itself; this catches one stuck in C code
 WATCH_EVERY_S = 0.25  # how often the process count is checked
 LEARNER_EXIT_WAIT_S = 1.0  # a learner process the judge saw end: its exit status, before the kill
+# Until the first pair is up: the judge's own wait for the learner process's Hello, and a minute.
+STARTUP_S = 360.0
+# The longest line the judge signs: each learner text it relays is cut to a few hundred characters
+# (grader/judge/proxy.py), so no honest message comes near; a longer line is dropped as forged.
+MAX_LINE = 1024 * 1024
+MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,8 @@ class SandboxRun:
     grader_error: GraderFailure | None = None  # the checks could not run at all: no verdict
     stops: tuple[CellStop, ...] = ()  # the learner's top-level cells that did not run to their end
     isolation: Isolation | None = None  # how the learner processes were isolated
+    out_of_time: bool = False  # stopped at its wall-clock bound (limits.run_timeout_s, or --learner-timeout)
+    learner_seconds: float = 0.0  # the wall clock the bound counts: from the first pair's processes being up
 
 
 @dataclass
@@ -93,6 +102,38 @@ class _Output:
     def text(self) -> str:
         text = self.kept.decode("utf-8", errors="replace")
         return text + (f"\n[… {self.dropped} more bytes of output cut]" if self.dropped else "")
+
+
+@dataclass
+class Lines:
+    """Whole lines out of the chunks a pipe gives, in time linear in what was read: only a new
+    chunk is searched for line ends, and a line past ``limit`` bytes is dropped whole (``dropped``
+    counts it with the forged ones). Before, each read re-split everything held: the judge relaying
+    four 50 MB labels cost this process 21 s of CPU."""
+
+    limit: int
+    partial: bytearray = field(default_factory=bytearray)
+    overflow: bool = False  # the line being read is past the limit: dropped when it ends
+    dropped: int = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if self.overflow or len(self.partial) + end - start > self.limit:
+                self.dropped += 1
+            else:
+                self.partial += chunk[start:end]
+                lines.append(bytes(self.partial))
+            self.partial.clear()
+            self.overflow = False
+            start = end + 1
+        if not self.overflow and len(self.partial) + len(chunk) - start > self.limit:
+            self.partial.clear()
+            self.overflow = True
+        elif not self.overflow:
+            self.partial += chunk[start:]
+        return lines
 
 
 def task_limit(limits: Limits) -> int:
@@ -125,9 +166,10 @@ class _Pair:
     cgroup: RunCgroup | None
     trace: Trace = field(default_factory=Trace)
     refused: int = 0  # forks the cgroup refused before the running check started
-    buffer: bytes = b""
+    lines: Lines = field(default_factory=lambda: Lines(MAX_LINE))
     forged: int = 0
     cell_started: list[float] = field(default_factory=list)  # when each running cell started (monotonic)
+    oom_kills: int = 0  # processes of the run the kernel stopped past limits.memory_mb (its memory cgroup)
 
 
 def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
@@ -154,7 +196,11 @@ class _Runner:
         self.notes: list[str] = []
         self.output = _Output(limits.output_kb * 1024)
         self.judge_output = _Output(16 * 1024)
-        self.deadline = time.monotonic() + limits.run_timeout_s
+        # The learner's wall-clock bound counts from when its processes are up (the judge's first
+        # message, after the learner process's Hello): starting them is the grader's time, which a
+        # loaded machine stretches to a minute, and the judge bounds it (HELLO_TIMEOUT_S).
+        self.deadline = time.monotonic() + STARTUP_S
+        self.clock_started: float | None = None  # when the wall-clock bound started counting
         self.runs = 0
         self.grader_error: GraderFailure | None = None
         self.stops: dict[tuple[str, int], CellStop] = {}  # the first report of each cell wins
@@ -178,7 +224,7 @@ class _Runner:
     def run(self) -> SandboxRun:
         while self.pending():
             if time.monotonic() >= self.deadline:
-                self.charge_rest("timeout", "run_timeout")
+                self.charge_rest("timeout", "run_timeout", {"wall_s": f"{self.limits.run_timeout_s:g}"})
                 break
             before = len(self.outcomes) + len(self.skip)
             self.run_pair(self.pending())
@@ -187,8 +233,11 @@ class _Runner:
                 break  # the grader cannot run checks here; another run would fail the same way
             if len(self.outcomes) + len(self.skip) == before:  # nothing progressed: never loop forever
                 self.charge_rest("error", "child_failed", {"code": "no check started"})
+        out_of_time = any(o.message_id == "run_timeout" for o in self.outcomes.values())
+        spent = time.monotonic() - self.clock_started if self.clock_started is not None else 0.0
         return SandboxRun(dict(self.outcomes), self.device_info, tuple(self.notes), self.runs,
-                          self.output.text(), self.grader_error, tuple(self.stops.values()), self.isolation)
+                          self.output.text(), self.grader_error, tuple(self.stops.values()), self.isolation,
+                          out_of_time, round(spent, 2))
 
     def charge_rest(self, status: CheckStatus, message_id: str, params: Mapping[str, str] | None = None) -> None:
         for check in self.pending():
@@ -202,20 +251,21 @@ class _Runner:
         token = secrets.token_hex(16)
         base = base_env()
         learner_env = {**base, TOKEN_VAR: token, **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
-        cgroup = RunCgroup(self.isolation.cgroups, task_limit(self.limits)) if self.isolation.cgroups else None
-        cgroup_fd = cgroup.procs_fd() if cgroup is not None else None
+        cgroup = (RunCgroup(self.isolation.cgroups, task_limit(self.limits), self.isolation.memory_cgroups,
+                            self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
+        cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
         try:
             learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
-                                                self.limits, self.device, cgroup_fd))
+                                                self.limits, self.device, cgroup_fds))
             learner.stdin.close()
             judge = self.launcher.start(Spawn("judge", {**base, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
-                                              (write_fd, judge_end.fileno())))
+                                              (write_fd, judge_end.fileno()), self.limits))
         finally:
             learner_end.close()
             judge_end.close()
             os.close(write_fd)
-            if cgroup_fd is not None:
-                os.close(cgroup_fd)
+            for fd in cgroup_fds:
+                os.close(fd)
         checks = tuple(PlannedCheck(c.id, c.nodeid, c.timeout_s) for c in pending)
         plan = Plan(checks, self.start_message(pending), self.device, judge.fds[0], judge.fds[1], key.hex())
         with contextlib.suppress(OSError):
@@ -268,8 +318,8 @@ class _Runner:
                         self.judge_output.add(chunk)
         finally:
             learner_exit = self.end(pair, killed_for)
-        self.apply(settle(trace, RunEnd(killed_for, learner_exit, pair.forged, self.judge_output.text()),
-                          self.context()))
+        self.apply(settle(trace, RunEnd(killed_for, learner_exit, pair.forged, self.judge_output.text(),
+                                        pair.oom_kills > 0), self.context()))
 
     def end(self, pair: _Pair, killed_for: KillReason | None) -> int | None:
         """Stop both processes; the learner process's exit status (its own, where it ended by itself)."""
@@ -288,6 +338,7 @@ class _Runner:
         pair.learner.wait()
         pair.judge.wait()
         if pair.cgroup is not None:
+            pair.oom_kills = pair.cgroup.oom_kills()
             pair.cgroup.remove()
         self.drain(pair.learner.stdout, self.output)
         self.drain(pair.judge.stdout, self.judge_output)
@@ -308,8 +359,9 @@ class _Runner:
 
     def messages(self, pair: _Pair, chunk: bytes) -> list[object]:
         """The judge's signed messages in this chunk, folded into the run's trace."""
-        pair.buffer += chunk
-        *lines, pair.buffer = pair.buffer.split(b"\n")
+        lines = pair.lines.feed(chunk)
+        pair.forged += pair.lines.dropped
+        pair.lines.dropped = 0
         found = []
         for line in lines:
             message = parse(pair.key, line)
@@ -321,6 +373,9 @@ class _Runner:
                 pair.cell_started.append(time.monotonic())
             elif isinstance(message, TopLevelEvent) and message.event == "cell_end" and pair.cell_started:
                 self.top_level_spent += time.monotonic() - pair.cell_started.pop()
+            if isinstance(message, DeviceFound) and self.clock_started is None:
+                self.clock_started = time.monotonic()
+                self.deadline = self.clock_started + self.limits.run_timeout_s
             pair.trace.add(message)
             found.append(message)
             if isinstance(message, (Done, LearnerLost)):
@@ -343,7 +398,8 @@ class _Runner:
         pending = tuple(c.id for c in self.pending())
         return Context(pending, {c.id: c.exercise for c in self.checks.values()},
                        {ex: (s.module, s.origin) for ex, s in self.sources.items()}, self.limits.cell_timeout_s,
-                       self.limits.max_processes, self.limits.cpu_seconds, first_run=self.runs == 0)
+                       self.limits.max_processes, self.limits.cpu_seconds, first_run=self.runs == 0,
+                       run_timeout_s=self.limits.run_timeout_s, memory_mb=self.limits.memory_mb)
 
     def apply(self, settled: Settled) -> None:
         if settled.device is not None and self.device_info is None:

@@ -104,3 +104,7 @@ class Report:
     grader_error: str = ""
     top_level: tuple[TopLevelStop, ...] = ()  # in the order the cells come in the submission
     isolation: IsolationInfo = IsolationInfo()
+    submitted_as: str = ""  # the learner's file or folder name as they gave it, shown (grader/intake/names.py)
+    # The part of grading_seconds the wall-clock bound counts (--learner-timeout): from the learner's
+    # processes being up to the end; the grader's own start-up, which a busy machine stretches, is not.
+    learner_seconds: float = 0.0

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from grader.course import Course, Exercise, Lang
 from grader.errors import GraderFailure
+from grader.intake.names import shown
 from grader.intake.submission import LoadProblem, Submission
 from grader.score import texts
 from grader.score.results import (
@@ -25,6 +26,7 @@ from grader.wire.messages import CellStop, CheckStatus, Limits, Source
 # A file that cannot be used is an error, except an empty one: nothing was attempted.
 _PROBLEM_STATUS: dict[str, CheckStatus] = {
     "undecodable": "error", "bad_notebook": "error", "unsupported": "error", "empty": "not_attempted",
+    "link": "error", "too_large": "error",
 }
 _MISSING_MODULE = re.compile(r"No module named '([^']+)'")
 
@@ -150,7 +152,7 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
                  outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: Lang, seconds: float,
                  version: str, notes: tuple[str, ...] = (), output: str = "",
                  failure: GraderFailure | None = None, top_level: tuple[TopLevelStop, ...] = (),
-                 isolation: IsolationInfo | None = None) -> Report:
+                 isolation: IsolationInfo | None = None, learner_seconds: float = 0.0) -> Report:
     """The scored report. With ``failure`` the grader could not grade at all: every check is
     skipped, whatever ``outcomes`` hold, and the report names the cause."""
     reason = ""
@@ -162,13 +164,15 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
     scored = tuple(score_exercise(ex, outcomes, lang) for ex in exercises)
     return Report(
         learner=submission.learner,
-        submission=str(submission.path),
+        submission=shown(str(submission.path)),
+        submitted_as=submission.submitted_as or shown(submission.path.name),
         score=sum(e.score for e in scored),
         max_score=sum(e.max_score for e in scored),
         device=device,
         exercises=scored,
         lang=lang,
         grading_seconds=round(seconds, 2),
+        learner_seconds=learner_seconds,
         grader_version=version,
         notes=notes,
         output=output,

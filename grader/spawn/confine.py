@@ -23,19 +23,23 @@ NOBODY = 65534
 HOME = "/learner"  # the learner's work dir inside the sandbox: a tmpfs, the only writable place
 
 
-def apply_limits(limits: Limits | None) -> None:
-    """In the child, before anything of the learner's: its own session and the course's limits."""
+def apply_limits(limits: Limits | None, *, judge: bool = False) -> None:
+    """In the child, before anything of the learner's: its own session and the course's limits.
+    The judge (``judge``) runs no learner code but rebuilds what the learner process sends: its
+    private memory is bounded too (``limits.judge_memory_mb``), behind the frame budget
+    (grader/wire/framing.py) — a 60-byte frame once grew it to 1.4 GiB."""
     os.setsid()
     if limits is None:
         return
-    for which, value in (
+    settings = ((resource.RLIMIT_DATA, limits.judge_memory_mb * MiB), (resource.RLIMIT_CORE, 0)) if judge else (
         # Data, not address space: a CUDA context reserves tens of GiB of address space it
         # never touches, which RLIMIT_AS would refuse; private memory is what a grab uses.
         (resource.RLIMIT_DATA, limits.memory_mb * MiB),
         (resource.RLIMIT_CPU, limits.cpu_seconds),
         (resource.RLIMIT_FSIZE, limits.file_size_mb * MiB),
         (resource.RLIMIT_CORE, 0),
-    ):
+    )
+    for which, value in settings:
         # The hard CPU limit a little above the soft one: at the soft limit the kernel sends
         # SIGXCPU, which the report can name; at the hard one only an anonymous SIGKILL.
         hard = value + 5 if which == resource.RLIMIT_CPU else value
@@ -101,7 +105,8 @@ def drop_privileges() -> None:
     _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
 
 
-def join_cgroup(fd: int) -> None:
-    """In the learner process, before it runs anything: into its run's cgroup."""
-    os.write(fd, b"0")
-    os.close(fd)
+def join_cgroup(fds: tuple[int, ...]) -> None:
+    """In the learner process, before it runs anything: into its run's cgroups (pids, memory)."""
+    for fd in fds:
+        os.write(fd, b"0")
+        os.close(fd)

@@ -52,11 +52,10 @@ def _write_token_in_place(name: str, value: str) -> None:
         i += 1
 
 
-def _isolate(work_mb: int, cgroup_fd: int | None) -> None:
+def _isolate(work_mb: int, cgroup_fds: tuple[int, ...]) -> None:
     """Inside the server's sandbox: the run's cgroup (this process and the init it forks too), then
     a pid and mount namespace of its own (grader/run/isolation.py); nobody's uid comes after the limits."""
-    if cgroup_fd is not None:
-        join_cgroup(cgroup_fd)
+    join_cgroup(cgroup_fds)
     enter_run(work_mb)
 
 
@@ -66,11 +65,13 @@ def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: li
     try:
         sock.close()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        cgroup_fd = fds.pop() if request.cgroup else None
+        count = request.cgroups  # the run's cgroups' fds come last
+        cgroup_fds = tuple(fds[len(fds) - count:])
+        del fds[len(fds) - count:]
         if isolated:
-            _isolate(work_mb, cgroup_fd)
-        elif cgroup_fd is not None:
-            join_cgroup(cgroup_fd)
+            _isolate(work_mb, cgroup_fds)
+        else:
+            join_cgroup(cgroup_fds)
         targets = (0, 1, *range(FIRST_FD, FIRST_FD + len(fds) - 2))
         moved = [os.dup(fd) for fd in fds]  # out of the way first: a target may be another's source
         for fd in fds:
@@ -79,7 +80,7 @@ def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: li
             os.dup2(fd, target)
             os.close(fd)
         os.dup2(1, 2)
-        apply_limits(request.limits)
+        apply_limits(request.limits, judge=role == "judge")
         if isolated:
             drop_privileges()
         env = dict(request.env)

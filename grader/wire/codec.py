@@ -13,6 +13,7 @@ import base64
 import dataclasses
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from grader.wire.messages import MESSAGE_TYPES
 
 MAX_TEXT = 2000  # learner-controlled text (errors, printed output) in one message, cut beyond
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ProtocolError(Exception):
@@ -31,6 +33,12 @@ class ProtocolError(Exception):
 def cut(text: str, limit: int = MAX_TEXT) -> str:
     """Learner-controlled text, capped; the cut says so."""
     return text if len(text) <= limit else text[:limit] + f" […{len(text) - limit} more characters cut]"
+
+
+def whole(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate (which a learner's str may carry, and no
+    report, page or terminal can encode) becomes U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def bytes_field(data: bytes) -> str:
@@ -140,7 +148,7 @@ def _conform(value: Any, hint: Any, where: str) -> Any:
     if hint in (str, bool):
         if type(value) is not hint:
             raise ProtocolError(f"{where}: expected a {hint.__name__}")
-        return value
+        return value if hint is bool or value.isascii() else whole(value)
     raise ProtocolError(f"{where}: cannot read a {hint!r}")  # pragma: no cover - a field type this codec lacks
 
 
@@ -175,9 +183,13 @@ def encode(message: Any) -> bytes:
     return json.dumps(to_json(message), ensure_ascii=True, separators=(",", ":")).encode()
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # the encoder tags them ({"$float": "nan"}); a bare one is forged
+
+
 def decode(payload: bytes, expected: Any = None) -> Any:
     try:
-        data = json.loads(payload)
+        data = json.loads(payload, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         raise ProtocolError("a frame that is not JSON") from None
     return from_json(data, expected)

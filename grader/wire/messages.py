@@ -38,7 +38,7 @@ EventKind = Literal["matmul", "op", "sync", "clock", "h2d", "d2h", "d2h_async", 
 TopLevelEventKind = Literal["importing", "imported", "cell_start", "cell_stop", "cell_end", "cell_kept"]
 # Why a cell did not run to its end (the report's top_level section explains each).
 StopKind = Literal["syntax_error", "no_gpu", "missing_module", "input", "timeout", "exit", "ended_process", "memory",
-                   "ipython", "error", "budget"]
+                   "ipython", "error", "budget", "tampered"]
 # Why a call did not return: the learner's code raised, the function is missing or a stub, it ran
 # past its deadline now, or in an earlier check.
 RaisedKind = Literal["learner_raised", "not_attempted", "timed_out", "already_timed_out"]
@@ -59,7 +59,7 @@ RuntimeMessage = Literal[
     "not_attempted", "learner_raised", "cuda_api_off_cuda", "memory_limit", "file_size_limit",
     "check_timeout", "function_timed_out", "assertion", "grader_internal", "tampered", "learner_broke_protocol",
     "child_died", "cpu_limit", "process_limit", "run_timeout", "died_on_import", "import_timeout",
-    "child_failed",
+    "child_failed", "memory_held",
 ]
 RUNTIME_MESSAGES: tuple[RuntimeMessage, ...] = get_args(RuntimeMessage)
 # Why the grader itself could not run the checks: the judge says so (GraderBroken), the grader's
@@ -340,6 +340,11 @@ class Limits:
     # The learner's top level (grader/learner/toplevel.py): each cell, and all of it together.
     cell_timeout_s: float = 10.0
     top_level_timeout_s: float = 60.0
+    # What the grader's own processes take from a submission (issue 23): a file past submission_mb
+    # is not read (grader/intake/submission.py); the judge, which rebuilds the learner process's
+    # answers, may hold judge_memory_mb (grader/run/sandbox.py).
+    submission_mb: int = 64
+    judge_memory_mb: int = 2048
 
 
 # -- grader ↔ a fork server (grader/run/launch.py ForkServer, grader/spawn/forkserver.py) ------------
@@ -354,14 +359,14 @@ class ServerReady:
 @dataclass(frozen=True)
 class ForkRequest:
     """Fork a child of the server's role: what an exec'd one would get (grader/run/launch.py ``Spawn``).
-    The fds come beside the message: stdin, stdout, the role's own, then the run's cgroup.procs
-    when ``cgroup``."""
+    The fds come beside the message: stdin, stdout, the role's own, then the ``cgroups`` fds of
+    the run's cgroup.procs files (its pids cgroup, its memory cgroup)."""
 
     env: Mapping[str, str]
     cwd: str
     device: RequestedDevice = "auto"  # the learner process's
     limits: Limits | None = None  # the learner process's; the judge runs without
-    cgroup: bool = False
+    cgroups: int = 0
     gpu_share: float = 1.0  # the learner process's part of the GPU's memory
 
 

@@ -5,13 +5,23 @@ The learner process encodes what the learner's code returned without running any
 ``__array_function__`` or a property it overrides are all bypassed (torch function handling
 disabled, base-class methods called directly), and what crosses is bytes + dtype + shape +
 device tag. The judge rebuilds *base* ``torch.Tensor`` and ``numpy.ndarray`` objects from them,
-so only honest values reach a comparison. A rebuilt tensor carries the device it was on in the
-learner process as ``_grader_device`` (``device_of``): on a stand-in that is a tag the judge's
-CPU tensors cannot otherwise hold.
+so only honest values reach a comparison.
+
+What the judge decodes is hostile: a learner's code can write any frame into its socket under the
+number of the request in flight (tests/test_hostile_bytes.py). Every decode checks before it
+allocates — a dtype from a closed set of numeric ones, a shape of at most ``MAX_DIMS`` sizes whose
+bytes match, at most ``MAX_TENSOR_BYTES``, integers within int64, a float tag that is ``nan`` or
+``±inf``, a device that exists — and anything else is a ``ProtocolError``, the learner's protocol
+break, never the grader's error (a 60-byte ``$npscalar`` once asked for a 150 MB ``numpy.void``).
+
+A rebuilt tensor carries the device it was on in the learner process as ``_grader_device``
+(``device_of``): on a stand-in that is a tag the judge's CPU tensors cannot otherwise hold.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,9 +41,17 @@ _Tensor, _device, _dtype = torch.Tensor, torch.device, torch.dtype
 _TENSOR_DEVICE: Any = torch.Tensor.device
 _ARRAY_DTYPE: Any = numpy.ndarray.dtype
 _ARRAY_SHAPE: Any = numpy.ndarray.shape
+_ARRAY_NBYTES: Any = numpy.ndarray.nbytes
 _DEVICE_TYPE: Any = torch.device.type
 _DEVICE_INDEX: Any = torch.device.index
-MAX_ELEMENTS = 1 << 24  # the checks send and read small tensors; a learner's 1 GB return is not sent
+# The largest tensor or array that crosses, either way: the checks send and read small ones (the
+# largest frame seen is 405 KB); a learner's 1 GB return goes as an opaque value.
+MAX_TENSOR_BYTES = 8 * 1024 * 1024
+MAX_DIMS = 16
+INT64 = 1 << 63  # a plain integer is within ±2**63: a 4,000-digit one is no answer (no float holds it)
+_NUMERIC_KINDS = "biufc"  # numpy's bool, signed, unsigned, float and complex dtypes
+_FLOAT_TAGS = {"nan", "inf", "-inf"}  # what the codec writes for a float JSON has none for
+_DEVICE = re.compile(r"(cpu|cuda|mps|meta)(:\d{1,2})?")
 Resolve = Callable[[int, int], Any]  # (handle, part) -> an object a recipe built (learner side)
 Place = Callable[[torch.Tensor, str], torch.Tensor]  # a tensor the judge sent, onto the session's device
 Where = Callable[[torch.Tensor], str]  # the device type a learner-side tensor is on (a stand-in knows its own)
@@ -52,7 +70,7 @@ def real_device(tensor: torch.Tensor) -> str:
 def encode_tensor(tensor: torch.Tensor, where: Where = real_device) -> dict[str, Any]:
     with torch._C.DisableTorchFunction(), _disable_current_modes():
         base = torch.Tensor.detach(tensor)
-        if base.numel() > MAX_ELEMENTS:
+        if base.numel() * base.element_size() > MAX_TENSOR_BYTES:
             raise ProtocolError(f"a tensor of {base.numel()} elements is too large to send")
         dtype = str(base.dtype).removeprefix("torch.")
         if dtype not in _DTYPES:
@@ -63,31 +81,71 @@ def encode_tensor(tensor: torch.Tensor, where: Where = real_device) -> dict[str,
                             "device": where(tensor), "requires_grad": bool(tensor.requires_grad)}}
 
 
+def _shape(value: Any, itemsize: int, size: int) -> list[int]:
+    """A shape: at most MAX_DIMS sizes (non-negative ints) whose elements take ``size`` bytes."""
+    if (type(value) is not list or len(value) > MAX_DIMS
+            or not all(type(n) is int and 0 <= n <= MAX_TENSOR_BYTES for n in value)):
+        raise ProtocolError("a shape that is not a list of sizes")
+    if math.prod(value) * itemsize != size:
+        raise ProtocolError("bytes that do not match their shape")
+    return list(value)
+
+
+def _bytes(data: dict[str, Any]) -> bytes:
+    """A tensor's or an array's bytes, their size checked before they are decoded."""
+    text = data.get("data")
+    if type(text) is not str or len(text) > 4 * (MAX_TENSOR_BYTES // 3 + 1):
+        raise ProtocolError("bytes over the size budget")
+    return bytes_of(text)
+
+
+def _fields(data: Any) -> dict[str, Any]:
+    if type(data) is not dict:
+        raise ProtocolError("a malformed value")
+    return data
+
+
 def decode_tensor(data: dict[str, Any], place: Place | None = None) -> torch.Tensor:
+    data = _fields(data)
     try:
         dtype = _DTYPES[data["dtype"]]
-        shape = [int(n) for n in data["shape"]]
-        raw = bytes_of(data["data"])
+        raw = _bytes(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise ProtocolError(f"a malformed tensor: {exc}") from None
     element = torch.empty(0, dtype=dtype).element_size()
-    count = 1
-    for n in shape:
-        count *= n
-    if count * element != len(raw) or count > MAX_ELEMENTS:
-        raise ProtocolError("a tensor whose bytes do not match its shape")
+    shape = _shape(data.get("shape"), element, len(raw))
     flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
     tensor = flat.view(dtype).reshape(shape).clone() if raw else torch.empty(shape, dtype=dtype)
     if data.get("requires_grad") and (tensor.is_floating_point() or tensor.is_complex()):
         tensor.requires_grad_(True)
-    device = str(data.get("device") or "cpu")
+    device = _device_text(data.get("device") or "cpu")
     if place is not None:
         return place(tensor, device)
     setattr(tensor, DEVICE_ATTR, device)
     return tensor
 
 
+def _device_text(text: Any) -> str:
+    """A device's name (``cuda:0``), or ProtocolError: one that does not exist is no answer."""
+    if type(text) is not str or not _DEVICE.fullmatch(text):
+        raise ProtocolError("not a device")
+    return text
+
+
+def _numeric(text: Any) -> numpy.dtype[Any]:
+    """A plain numeric numpy dtype (no object, record, void, string or sub-array one), or ProtocolError."""
+    try:
+        dtype = numpy.dtype(text) if type(text) is str and len(text) <= 8 else None
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or dtype.kind not in _NUMERIC_KINDS or dtype.fields or dtype.subdtype or dtype.itemsize > 16:
+        raise ProtocolError(f"not a numeric dtype: {str(text)[:20]!r}")
+    return dtype
+
+
 def encode_array(array: numpy.ndarray) -> dict[str, Any]:
+    if _ARRAY_NBYTES.__get__(array) > MAX_TENSOR_BYTES:
+        raise ProtocolError("an array too large to send")
     base = numpy.ndarray.copy(array, order="C")  # the base method: an override cannot answer
     dtype = _ARRAY_DTYPE.__get__(base)
     if dtype.hasobject:
@@ -97,16 +155,15 @@ def encode_array(array: numpy.ndarray) -> dict[str, Any]:
 
 
 def decode_array(data: dict[str, Any]) -> numpy.ndarray:
+    data = _fields(data)
+    dtype = _numeric(data.get("dtype"))
     try:
-        dtype = numpy.dtype(data["dtype"])
-        shape = tuple(int(n) for n in data["shape"])
-        raw = bytes_of(data["data"])
-        if dtype.hasobject:
-            raise ValueError("object dtype")
-        array: numpy.ndarray = numpy.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-        return array
-    except (KeyError, TypeError, ValueError) as exc:
+        raw = _bytes(data)
+    except (TypeError, ValueError) as exc:
         raise ProtocolError(f"a malformed array: {exc}") from None
+    shape = _shape(data.get("shape"), dtype.itemsize, len(raw))
+    array: numpy.ndarray = numpy.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    return array
 
 
 def encode_value(value: Any, depth: int = 0, where: Where = real_device) -> Any:
@@ -127,12 +184,15 @@ def _encode(value: Any, depth: int, where: Where = real_device) -> Any:
         return encode_tensor(value, where)
     if issubclass(kind, numpy.ndarray):
         return encode_array(value)
-    if issubclass(kind, numpy.generic):
-        return {"$npscalar": {"dtype": numpy.dtype(kind).str, "value": encode_plain(numpy.generic.item(value))}}
+    if issubclass(kind, numpy.generic):  # a datetime or a string scalar goes as an opaque value
+        dtype = _numeric(numpy.dtype(kind).str)
+        return {"$npscalar": {"dtype": dtype.str, "value": encode_plain(numpy.generic.item(value))}}
     if issubclass(kind, _device):
         return {"$device": str(_device(_DEVICE_TYPE.__get__(value), _DEVICE_INDEX.__get__(value)))}
     if issubclass(kind, _dtype):
         return {"$dtype": str(value).removeprefix("torch.")}
+    if kind is int and not -INT64 <= value < INT64:  # json.dumps would write all its digits
+        return {"$opaque": {"type": "int", "repr": f"an integer of {value.bit_length()} bits"}}
     if value is None or kind in (bool, int, float, str):
         return encode_plain(cut(value) if kind is str else value)
     if depth >= 20:
@@ -150,7 +210,7 @@ def _encode(value: Any, depth: int, where: Where = real_device) -> Any:
     if issubclass(kind, bool):
         return bool.__bool__(value)  # pragma: no cover - bool cannot be subclassed
     if issubclass(kind, int):
-        return int.__index__(value)
+        return _encode(int.__index__(value), depth)
     if issubclass(kind, float):
         return encode_plain(float.__float__(value))
     if issubclass(kind, str):
@@ -194,10 +254,12 @@ def decode_value(data: Any, depth: int = 0, resolve: Resolve | None = None, plac
     in the judge a reference is a protocol error, and a tensor carries its device as ``device_of``."""
     if depth > 40:
         raise ProtocolError("value nested too deeply")
-    if isinstance(data, list):
+    if type(data) is list:
         return [decode_value(v, depth + 1, resolve, place) for v in data]
-    if not isinstance(data, dict):
-        if data is None or isinstance(data, (bool, int, float, str)):
+    if type(data) is not dict:
+        if type(data) is int and not -INT64 <= data < INT64:
+            raise ProtocolError("an integer out of range")
+        if data is None or type(data) in (bool, int, float, str):
             return data
         raise ProtocolError("a malformed value")
     if len(data) != 1:
@@ -208,22 +270,38 @@ def decode_value(data: Any, depth: int = 0, resolve: Resolve | None = None, plac
     if tag == "$ndarray":
         return decode_array(inner)
     if tag == "$npscalar":
-        return numpy.dtype(inner["dtype"]).type(decode_value(inner["value"], depth + 1))
+        inner = _fields(inner)
+        value = decode_value(inner.get("value"), depth + 1)
+        if type(value) not in (bool, int, float):
+            raise ProtocolError("a numpy scalar that is not a number")
+        return _numeric(inner.get("dtype")).type(value)
     if tag == "$device":
-        return _device(str(inner))
+        return _device(_device_text(inner))
     if tag == "$dtype":
-        if inner not in _DTYPES:
-            raise ProtocolError(f"unknown dtype {inner!r}")
+        if type(inner) is not str or inner not in _DTYPES:
+            raise ProtocolError(f"unknown dtype {str(inner)[:20]!r}")
         return _DTYPES[inner]
     if tag == "$tuple":
-        return tuple(decode_value(v, depth + 1, resolve, place) for v in inner)
+        return tuple(decode_value(_items(inner), depth + 1, resolve, place))
     if tag == "$dict":
-        return {str(k): decode_value(v, depth + 1, resolve, place) for k, v in inner}
+        pairs = _items(inner)
+        if not all(type(pair) is list and len(pair) == 2 and type(pair[0]) is str for pair in pairs):
+            raise ProtocolError("a malformed dict")
+        return {k: decode_value(v, depth + 1, resolve, place) for k, v in pairs}
     if tag == "$ref" and resolve is not None:
         handle, part = inner
         return resolve(int(handle), int(part))
     if tag == "$float":
+        if inner not in _FLOAT_TAGS:
+            raise ProtocolError("a float tag that is not nan or infinity")
         return float(inner)
     if tag == "$opaque":
-        return Opaque(str(inner.get("type", "?")), str(inner.get("repr", "")))
-    raise ProtocolError(f"unknown value tag {tag!r}")
+        inner = _fields(inner)
+        return Opaque(cut(str(inner.get("type", "?")), 80), cut(str(inner.get("repr", "")), 200))
+    raise ProtocolError(f"unknown value tag {str(tag)[:20]!r}")
+
+
+def _items(inner: Any) -> list[Any]:
+    if type(inner) is not list:
+        raise ProtocolError("a malformed sequence")
+    return inner

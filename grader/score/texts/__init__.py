@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from grader.course import LANGS, Lang
+from grader.intake.names import shown
 from grader.paths import CHECKS_DIR, TEXTS_DIR
 
 Texts = Mapping[str, Mapping[str, str]]  # id -> lang -> text
@@ -74,7 +75,9 @@ def render(lang: Lang, message_id: str, params: Mapping[str, str] | None = None)
     failed) becomes a prefix: "On mps (stand-in): ..."."""
     if not message_id:
         return ""
-    params = dict(params or {})
+    # Learner text (an exception's message, a file name) is shown, never interpreted: whatever
+    # reads the report — a terminal, a page, a spreadsheet — gets no control character from it.
+    params = {str(key): shown(str(value)) for key, value in (params or {}).items()}
     template = catalog(lang)["messages"].get(message_id) or check_messages().get(message_id, {}).get(lang)
     if template is None:
         return f"[{message_id}] " + ", ".join(f"{k}={v}" for k, v in params.items())
