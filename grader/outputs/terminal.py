@@ -3,8 +3,16 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from grader.score import texts
 from grader.score.results import Report
+
+
+def shown(text: str) -> str:
+    """Outside text (a learner's name, a file name) for the terminal: every control character
+    shown escaped (``\\x1b``), never sent to the terminal to interpret."""
+    return "".join(ch if unicodedata.category(ch)[0] != "C" or ch == " " else ascii(ch)[1:-1] for ch in text)
 
 
 def top_level_lines(report: Report) -> list[str]:
