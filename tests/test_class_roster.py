@@ -67,6 +67,8 @@ def test_zero_for_the_missing_regrades_nobody(roster_class: RosterClass, tmp_pat
                    "--missing", "zero")
     assert proc.returncode == 0, proc.stderr
     assert "0 graded, 3 already up to date" in proc.stdout
+    assert "roster: 4 learners, 2 submitted, 2 did not (gradebook status missing), 1 submissions matched nobody" in (
+        proc.stdout)
     rows = rows_of(out)
     assert [rows["20201236"][c] for c in ("ex1", "ex5", "score", "status")] == ["0", "0", "0", "missing"]
     assert rows["20201234"]["score"] == "100"

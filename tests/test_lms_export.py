@@ -78,6 +78,8 @@ def exported(out: Path, platform: str, *extra: str) -> tuple[str, str]:
     target = out.parent / f"{out.name}-{platform}-{len(extra)}.csv"
     proc = run_cli("export", platform, str(out), "-o", str(target), *extra)
     assert proc.returncode == 0, proc.stderr
+    identified = {"canvas": "ID 6/6, SIS User ID 6/6, SIS Login ID 6/6", "moodle": "ID number 6/6, Email address 6/6"}
+    assert f"learners identified by: {identified[platform]}" in proc.stdout
     raw = target.read_bytes()
     assert not raw.startswith(b"\xef\xbb\xbf")  # UTF-8 without a BOM: what both importers read by default
     return raw.decode("utf-8"), proc.stderr

@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ JOB_WAIT_S = 1800
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Cluster:
+def cluster() -> Iterator[Cluster]:
     try:
         with slurm_cluster() as running:
             yield running

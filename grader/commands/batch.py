@@ -84,6 +84,7 @@ class BatchResult:
     current: int  # report already up to date
     failed: int  # grading itself broke: a zero-score report says why
     out_dir: Path
+    record: ClassRecord | None = None  # the class list, with --roster
 
 
 def parse_shard(text: str, where: str = "--shard") -> Shard:
@@ -209,7 +210,7 @@ class Batch:
                 bar.close()
                 write_summary(summarize(book.reports.values(), self.course, self.lang, self.record), self.out_dir)
         return BatchResult(len(learners), counts["graded"] + counts["failed"], current, counts["failed"],
-                           self.out_dir)
+                           self.out_dir, self.record)
 
 
 Sources = dict[str, tuple[tuple[Path, str], ...]]  # learner -> their entries, for a staged folder

@@ -155,6 +155,13 @@ def cmd_batch(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"{done.learners} learners: {done.graded} graded, {done.current} already up to date, "
               f"{done.failed} grader failures; reports, gradebook.csv and summary.html in {done.out_dir}")
+        if done.record is not None:
+            record = done.record
+            submitted = sum(1 for member in record.members if record.submissions.get(member.key))
+            print(f"roster: {len(record.members)} learners, {submitted} submitted, "
+                  f"{len(record.members) - submitted} did not (gradebook status missing), "
+                  f"{len(record.unmatched)} submissions matched nobody (status unmatched); "
+                  f"who is whose: {done.out_dir / 'roster.yaml'}")
     return int(ExitCode.INTERNAL if done.failed else ExitCode.OK)
 
 

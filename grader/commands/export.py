@@ -70,8 +70,10 @@ def warnings(result: ExportResult) -> list[str]:
 
 def report_lines(result: ExportResult) -> list[str]:
     done = result.exported
+    columns = ", ".join(f"{column} {count}/{done.learners}" for column, count in done.identifiers.items())
     return [f"{result.output}: {done.learners} learners for {result.platform} ({done.graded} graded, "
-            f"{done.missing} did not submit), assignment {shown(result.assignment)!s}",
+            f"{done.missing} did not submit), assignment {shown(result.assignment)}; learners identified by: "
+            f"{columns}",
             *(f"grader: warning: {line}" for line in warnings(result))]
 
 

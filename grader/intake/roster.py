@@ -192,7 +192,7 @@ def _columns(header: Sequence[str], where: str) -> dict[Column, int]:
     return found
 
 
-def _key(member: dict[str, str], line: int, where: str) -> str:
+def _key(member: Mapping[Column, str], line: int, where: str) -> str:
     for column in KEY_ORDER:
         value = member.get(column, "")
         if value:

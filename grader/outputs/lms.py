@@ -22,7 +22,7 @@ Both files are UTF-8 without a BOM, comma-separated: what each importer reads by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,6 +35,9 @@ PLATFORMS: tuple[Platform, ...] = ("canvas", "moodle")
 CANVAS_POINTS_ROW = "    Points Possible"  # as Canvas's own export writes it (gradebook_exporter.rb)
 CANVAS_HEADER = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 MOODLE_HEADER = ("ID number", "Email address", "Full name")
+# The columns each platform finds a learner by, in the order it tries them.
+IDENTIFIERS: Mapping[Platform, tuple[str, ...]] = {"canvas": ("ID", "SIS User ID", "SIS Login ID"),
+                                                   "moodle": ("ID number", "Email address")}
 MOODLE_NO_GRADE = "-"
 
 
@@ -47,6 +50,7 @@ class Exported:
     not_graded: tuple[str, ...]  # learners the grader could not grade: left without a grade
     left_out: tuple[str, ...]  # submissions that matched nobody: not in the file
     unidentified: tuple[str, ...]  # learners without any column the platform matches on
+    identifiers: Mapping[str, int]  # each column the platform can match learners on -> rows that fill it
 
 
 def _grade(report: Report | None, submitted: bool, missing: MissingPolicy, no_grade: str) -> tuple[str, str]:
@@ -92,5 +96,8 @@ def export(platform: Platform, record: ClassRecord, reports: Sequence[Report], *
             if not (member.student_id or member.email):
                 unidentified.append(member.key)
             rows.append([text_cell(member.student_id), text_cell(member.email), text_cell(member.name), cell])
+    header = rows[0]
+    learner_rows = rows[2:] if platform == "canvas" else rows[1:]
+    filled = {column: sum(1 for row in learner_rows if row[header.index(column)]) for column in IDENTIFIERS[platform]}
     return Exported(csv_text(rows), len(record.members), counts["graded"], counts["missing"], tuple(not_graded),
-                    tuple(u.learner for u in record.unmatched), tuple(unidentified))
+                    tuple(u.learner for u in record.unmatched), tuple(unidentified), filled)
