@@ -105,6 +105,10 @@ class Course:
         return tuple(c for ex in self.exercises for c in ex.checks)
 
     @property
+    def max_score(self) -> float:
+        return sum(ex.max_score for ex in self.exercises)
+
+    @property
     def modules(self) -> dict[str, str]:
         return {ex.id: ex.module for ex in self.exercises}
 

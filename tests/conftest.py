@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import roster_class as canvas_class
 from tests.notebooks.catalog import CASES as NOTEBOOKS
 from tests.submissions.catalog import CORRECT_STYLES, MODULES, ROOT, mistakes
 
@@ -188,3 +189,21 @@ def graded_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Ca
         return Graded(0, "", "", yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None)
 
     return report
+
+
+@pytest.fixture(scope="session")
+def roster_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> canvas_class.RosterClass:
+    """The Canvas class of tests/roster_class.py graded once for the whole test run, as its instructor
+    would: ``grader batch SUBMISSIONS -o OUT --roster roster.csv --workers 2`` (the course's language,
+    Vietnamese). The first xdist worker to get here grades; the others wait for its gradebook."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    root = shared / "roster-class"
+    out = root / "grades"
+    with _locked(shared / "roster-class.lock"):
+        if not (out / "gradebook.csv").exists():
+            shutil.rmtree(root, ignore_errors=True)
+            submissions, roster = canvas_class.build(root)
+            proc = run_cli("batch", str(submissions), "-o", str(out), "--roster", str(roster), "--workers", "2",
+                           "--quiet", timeout=1800)
+            assert proc.returncode == 0, proc.stderr
+    return canvas_class.RosterClass(root / "submissions", root / "roster.csv", out)

@@ -153,7 +153,8 @@ def test_batch_marks_grader_failures_and_regrades_them_once_fixed(tmp_path: Path
     summary = yaml.safe_load((out / "summary.yaml").read_text(encoding="utf-8"))
     assert [entry["learner"] for entry in summary["not_graded"]] == ["alice", "bob"]
     assert summary["learners"] == 0  # left out of the figures
-    assert "Not graded: the grader failed (2)" in (out / "summary.html").read_text(encoding="utf-8")
+    # The summary speaks the batch's language: the course's default, Vietnamese.
+    assert "Chưa chấm được: trình chấm gặp lỗi (2)" in (out / "summary.html").read_text(encoding="utf-8")
 
     # Fixed: the next run regrades both, although their submissions did not change.
     check.write_text(check.read_text(encoding="utf-8").replace("import numpy_is_not_installed  # noqa\n", ""),

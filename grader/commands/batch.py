@@ -13,6 +13,13 @@ learner's share of the run, so one that sleeps just under every deadline holds a
 not the course's ``run_timeout_s``.
 
 Workers are threads: each grade spends its time waiting on its sandboxed child process.
+
+With a roster (``--roster``), each entry of the submissions folder is matched to a learner of the
+roster (grader/intake/roster.py): the learner's reports and gradebook row carry their roster id,
+a learner whose submission came as several entries (one per uploaded file) is graded from a
+folder staged in the output folder (``.staged/<id>``), and the class list is written first
+(``roster.yaml``, grader/outputs/classlist.py), for the gradebook, the summary, ``grader merge``
+and ``grader export``.
 """
 
 from __future__ import annotations
@@ -34,8 +41,19 @@ from grader import __version__
 from grader.course import Course, Lang
 from grader.errors import GraderError
 from grader.grading import failed_report, grade
-from grader.intake.discover import Learner, course_sha256, discover, submission_sha256
+from grader.intake.discover import Learner, course_sha256, discover, stage, submission_sha256
+from grader.intake.downloads import GRADESCOPE_METADATA, claim, gradescope_metadata
 from grader.intake.names import shown
+from grader.intake.roster import assign, match, read_roster
+from grader.outputs.classlist import (
+    RECORD_STEM,
+    ClassRecord,
+    MissingPolicy,
+    as_dict,
+    load_record,
+    record_of,
+    write_record,
+)
 from grader.outputs.gradebook import GRADEBOOK, gradebook_csv, score_cell
 from grader.outputs.report import write_atomic
 from grader.outputs.seal import Stamp, StoredReport, load_report, seal_intact, seal_key, sealed, write_stored
@@ -45,6 +63,11 @@ from grader.run.launch import Launcher, launcher_for_batch
 from grader.run.share import machine_share
 from grader.score.results import Report
 from grader.wire.messages import RequestedDevice
+
+# The class files an output folder holds beside the learners' reports (never a learner's id:
+# grader/intake/names.py RESERVED).
+CLASS_FILES = frozenset({SUMMARY_STEM, Path(GRADEBOOK).stem, RECORD_STEM})
+STAGING_DIR = ".staged"  # in the output folder: the staged submissions of learners with several entries
 
 Outcome = Literal["graded", "failed"]
 
@@ -70,6 +93,7 @@ class BatchResult:
     current: int  # report already up to date
     failed: int  # grading itself broke: a zero-score report says why
     out_dir: Path
+    record: ClassRecord | None = None  # the class list, with --roster
 
 
 def parse_shard(text: str, where: str = "--shard") -> Shard:
@@ -102,12 +126,24 @@ def is_current(stored: StoredReport | None, stamp: Stamp, key: bytes, learner: s
     return stored.stamp == stamp and seal_intact(stored, key)
 
 
+@dataclass(frozen=True)
+class RosterOptions:
+    """``--roster``, ``--roster-encoding`` and ``--missing``."""
+
+    path: Path
+    encoding: str | None = None
+    missing: MissingPolicy = "empty"
+
+
 class _Book:
     """The reports of this run so far; rewrites the gradebook after each learner (thread-safe)."""
 
-    def __init__(self, out_dir: Path, exercise_ids: Sequence[str]) -> None:
+    def __init__(self, out_dir: Path, exercise_ids: Sequence[str], max_score: float,
+                 record: ClassRecord | None) -> None:
         self.out_dir = out_dir
         self.exercise_ids = exercise_ids
+        self.max_score = max_score
+        self.record = record
         self.reports: dict[str, Report] = {}
         self.lock = threading.Lock()
 
@@ -120,7 +156,8 @@ class _Book:
         with self.lock:
             if report is not None:
                 self.reports[report.learner] = report
-            write_atomic(self.out_dir / GRADEBOOK, gradebook_csv(self.reports.values(), self.exercise_ids))
+            write_atomic(self.out_dir / GRADEBOOK, gradebook_csv(self.reports.values(), self.exercise_ids,
+                                                                  self.max_score, self.record))
 
 
 class Batch:
@@ -128,14 +165,16 @@ class Batch:
 
     def __init__(self, course: Course, out_dir: Path, *, device: RequestedDevice = "auto", lang: Lang = "vi",
                  workers: int = 1, force: bool = False, progress: bool = True, fork: bool = True,
-                 isolation: Isolation = NONE, wall_clock_s: float | None = None) -> None:
+                 isolation: Isolation = NONE, wall_clock_s: float | None = None,
+                 record: ClassRecord | None = None) -> None:
         self.course, self.out_dir = course, out_dir
         self.isolation = isolation
         self.wall_clock_s = wall_clock_s
         self.device, self.lang = device, lang
         self.workers, self.force, self.progress, self.fork = workers, force, progress, fork
         self.course_hash = course_sha256(course)
-        self.book = _Book(out_dir, course.exercise_ids)
+        self.record = record
+        self.book = _Book(out_dir, course.exercise_ids, course.max_score, record)
         self.key = b""  # the output folder's seal key, read (or made) when the run starts
 
     def stamp(self, learner: Learner) -> Stamp:
@@ -201,29 +240,97 @@ class Batch:
                 # On Ctrl-C: drop what has not started, let the running grades write their reports.
                 pool.shutdown(wait=True, cancel_futures=True)
                 bar.close()
-                write_summary(summarize(book.reports.values(), self.course), self.out_dir)
+                write_summary(summarize(book.reports.values(), self.course, self.lang, self.record), self.out_dir)
         return BatchResult(len(learners), counts["graded"] + counts["failed"], current, counts["failed"],
-                           self.out_dir)
+                           self.out_dir, self.record)
+
+
+Sources = dict[str, tuple[tuple[Path, str], ...]]  # learner -> their entries, for a staged folder
+
+
+def _roster_learners(learners: list[Learner], submissions: Path, out_dir: Path,
+                     options: RosterOptions) -> tuple[list[Learner], ClassRecord, Sources]:
+    """The batch's learners under their roster ids, and the class list (grader/intake/roster.py)."""
+    roster = read_roster(options.path, options.encoding)
+    metadata = gradescope_metadata(submissions)
+    entries = [learner for learner in learners if not (metadata and learner.path.name == GRADESCOPE_METADATA)]
+    claims = [claim(learner.path, metadata) for learner in entries]
+    found = match(roster, claims)
+    planned = assign(found, claims, out_dir / STAGING_DIR, entries)
+    record = record_of(roster, found, options.missing, planned.unmatched_ids)
+    return list(planned.learners), record, dict(planned.sources)
 
 
 def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int = 1, force: bool = False,
               device: RequestedDevice = "auto", lang: Lang = "vi", shard: Shard | None = None,
               progress: bool = True, fork: bool = True, isolation: Isolation | None = None,
-              wall_clock_s: float | None = None) -> BatchResult:
+              wall_clock_s: float | None = None, roster: RosterOptions | None = None) -> BatchResult:
     """``fork``: fork each run's processes from warm servers (``grader batch --no-fork-server``:
     exec each, a fresh Python every time, slower, same verdicts); ``isolation`` None: what this
     machine offers (grader/run/isolation.py); ``wall_clock_s``: each learner's bound
-    (``--learner-timeout``), else the course's ``limits.run_timeout_s``."""
+    (``--learner-timeout``), else the course's ``limits.run_timeout_s``; ``roster``: the class list
+    the submissions are matched to."""
     if workers < 1:
         raise GraderError(f"--workers: {workers!r} must be at least 1")
     if out_dir.resolve() == submissions.resolve():
         raise GraderError(f"-o {out_dir}: write the reports outside the submissions folder")
     # An output folder inside the submissions folder is not a learner.
     learners = discover(submissions, skip=out_dir)
+    record: ClassRecord | None = None
+    sources: Sources = {}
+    if roster is not None:
+        learners, record, sources = _roster_learners(learners, submissions, out_dir, roster)
     if shard is not None:
         learners = shard.pick(learners)
+    if record is not None:
+        # Every shard writes the same class list: the whole class's, whichever learners it grades.
+        write_record(record, out_dir)
+        for learner in learners:
+            if learner.id in sources:
+                stage(sources[learner.id], learner.path)
     return Batch(course, out_dir, device=device, lang=lang, workers=workers, force=force, progress=progress,
-                 fork=fork, isolation=isolation or probe(), wall_clock_s=wall_clock_s).run(learners)
+                 fork=fork, isolation=isolation or probe(), wall_clock_s=wall_clock_s, record=record).run(learners)
+
+
+def sealed_reports(folder: Path, command: str) -> list[tuple[Path, StoredReport]]:
+    """Every learner report of a batch output folder, read back typed, each checked against the
+    folder's seal: a report changed after the grader wrote it is an error that says to re-run."""
+    if not folder.is_dir():
+        raise GraderError(f"{command}: not a folder: {folder}")
+    key = seal_key(folder, create=False)
+    found = []
+    for path in sorted(folder.glob("*.yaml")):
+        if path.stem in CLASS_FILES:
+            continue
+        stored = load_report(path)
+        if stored is None:
+            raise GraderError(f"{command}: {path} is not a grader report")
+        if key is None or not seal_intact(stored, key):
+            raise GraderError(f"{command}: {path} was changed after the grader wrote it (its seal does not match); "
+                              f"re-run the batch that wrote {folder}")
+        found.append((path, stored))
+    return found
+
+
+def _same_record(records: Sequence[tuple[Path, ClassRecord | None]]) -> ClassRecord | None:
+    """The shards' one class list: all given the same roster and matched alike, or none had one."""
+    def comparable(record: ClassRecord | None) -> object:
+        return None if record is None else {k: v for k, v in as_dict(record).items() if k != "source"}
+
+    first_path, first = records[0] if records else (Path(), None)
+    for path, record in records[1:]:
+        if comparable(record) != comparable(first):
+            raise GraderError(f"merge: {first_path} and {path} were graded with different rosters (or one without "
+                              "one, or from different submissions folders); grade every shard with the same --roster")
+    return first
+
+
+def reports_lang(reports: Sequence[Report], course: Course) -> Lang:
+    """The language the reports were written in (a merge's summary speaks it), else the course's."""
+    langs = {report.lang for report in reports}
+    if len(langs) == 1:
+        return langs.pop()
+    return course.default_lang
 
 
 def merge(dirs: Sequence[Path], out_dir: Path, course: Course) -> int:
@@ -231,21 +338,15 @@ def merge(dirs: Sequence[Path], out_dir: Path, course: Course) -> int:
 
     Each report is read back typed and checked against its own folder's seal; the merged folder
     reseals what it keeps with its own key. A report whose seal does not hold is not merged: its
-    shard must be re-run (the message says which)."""
-    found: dict[str, tuple[Path, StoredReport]] = {}
+    shard must be re-run (the message says which). Shards graded with a roster carry its class
+    list (all the same) into the merged folder."""
     for folder in dirs:
         if not folder.is_dir():
             raise GraderError(f"merge: not a folder: {folder}")
-        key = seal_key(folder, create=False)
-        for path in sorted(folder.glob("*.yaml")):
-            if path.stem == SUMMARY_STEM:
-                continue
-            stored = load_report(path)
-            if stored is None:
-                raise GraderError(f"merge: {path} is not a grader report")
-            if key is None or not seal_intact(stored, key):
-                raise GraderError(f"merge: {path} was changed after the grader wrote it (its seal does not match); "
-                                  f"re-run the batch that wrote {folder}")
+    record = _same_record([(folder, load_record(folder)) for folder in dirs])
+    found: dict[str, tuple[Path, StoredReport]] = {}
+    for folder in dirs:
+        for path, stored in sealed_reports(folder, "merge"):
             name = stored.report.learner
             if name in found and found[name][0].resolve() != path.resolve():
                 raise GraderError(f"merge: learner {name!r} is in both {found[name][0]} and {path}; "
@@ -261,6 +362,8 @@ def merge(dirs: Sequence[Path], out_dir: Path, course: Course) -> int:
         print(f"grader: warning: the merged reports were graded against {len(versions)} different versions of "
               f"the course or checks ({', '.join(sorted(versions))}); re-run the shards to grade everyone alike",
               file=sys.stderr)
-    write_atomic(out_dir / GRADEBOOK, gradebook_csv(reports, course.exercise_ids))
-    write_summary(summarize(reports, course), out_dir)
+    if record is not None:
+        write_record(record, out_dir)
+    write_atomic(out_dir / GRADEBOOK, gradebook_csv(reports, course.exercise_ids, course.max_score, record))
+    write_summary(summarize(reports, course, reports_lang(reports, course), record), out_dir)
     return len(reports)

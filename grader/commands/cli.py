@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 
 from grader import __version__
-from grader.commands.batch import merge, parse_shard, run_batch
+from grader.commands.batch import RosterOptions, merge, parse_shard, run_batch
 from grader.course import LANGS, load_course
 from grader.errors import ExitCode, GraderError
 from grader.grading import grade_or_failed
 from grader.intake.names import shown
+from grader.outputs.classlist import MISSING_POLICIES
 from grader.outputs.gradescope import write_results
+from grader.outputs.lms import PLATFORMS
 from grader.outputs.report import write_yaml
 from grader.outputs.terminal import summary
 from grader.run.isolation import NONE, Isolation, probe
@@ -132,26 +134,59 @@ def _add_instructor_commands(sub: argparse._SubParsersAction[argparse.ArgumentPa
                    help="start every process as a fresh Python instead of forking it from a warm server "
                         "(slower, the same verdicts)")
     b.add_argument("--learner-timeout", type=float, default=None, metavar="SECONDS", help=LEARNER_TIMEOUT_HELP)
+    b.add_argument("--roster", type=Path, default=None, metavar="CSV",
+                   help="the class list exported from the LMS: every learner gets a row, those who did not submit "
+                        "too, and submissions are matched to learners (docs/instructors.md)")
+    b.add_argument("--roster-encoding", default=None, metavar="ENCODING",
+                   help="the roster's encoding when it is neither UTF-8 nor marked by a BOM (e.g. cp1258)")
+    b.add_argument("--missing", choices=MISSING_POLICIES, default=None,
+                   help="with --roster: what a learner who submitted nothing gets, a 0 or empty cells "
+                        "(default empty)")
     m = sub.add_parser("merge", parents=[common],
                        help="one gradebook and summary from several batch outputs (shards)")
     m.add_argument("inputs", type=Path, nargs="+", metavar="OUT_DIR", help="batch output folders")
     m.add_argument("-o", "--output", type=Path, required=True, help="folder for the merged reports and class files")
+    e = sub.add_parser("export", parents=[common],
+                       help="the grades of a batch output (graded with --roster) as the LMS's grade import file")
+    e.add_argument("platform", choices=PLATFORMS)
+    e.add_argument("out", type=Path, metavar="OUT_DIR", help="a batch (or merge) output folder")
+    e.add_argument("-o", "--output", type=Path, required=True, help="the CSV file to write")
+    e.add_argument("--assignment", default=None, metavar="TITLE",
+                   help="the grade column's title (default: the course's title; Canvas: 'Title (123)' "
+                        "grades its existing assignment 123)")
+
+
+def _roster_options(args: argparse.Namespace) -> RosterOptions | None:
+    if args.roster is None:
+        for given, option in ((args.missing, "--missing"), (args.roster_encoding, "--roster-encoding")):
+            if given is not None:
+                raise GraderError(f"{option} goes with --roster")
+        return None
+    return RosterOptions(args.roster, args.roster_encoding, args.missing or "empty")
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
     course = load_course(args.course)
     shard = parse_shard(args.shard) if args.shard is not None else None
     wall_clock_s = _learner_timeout(args.learner_timeout)
+    roster = _roster_options(args)
     try:
         done = run_batch(args.submissions, args.output, course, workers=args.workers, force=args.force,
                          device=args.device, lang=args.lang or course.default_lang, shard=shard,
                          progress=not args.quiet, fork=args.fork_server, isolation=isolation_for(args.isolation),
-                         wall_clock_s=wall_clock_s)
+                         wall_clock_s=wall_clock_s, roster=roster)
     except OSError as exc:
         raise GraderError(f"batch: {shown(str(exc))}") from None
     if not args.quiet:
         print(f"{done.learners} learners: {done.graded} graded, {done.current} already up to date, "
               f"{done.failed} grader failures; reports, gradebook.csv and summary.html in {shown(str(done.out_dir))}")
+        if done.record is not None:
+            record = done.record
+            submitted = sum(1 for member in record.members if record.submissions.get(member.key))
+            print(f"roster: {len(record.members)} learners, {submitted} submitted, "
+                  f"{len(record.members) - submitted} did not (gradebook status missing), "
+                  f"{len(record.unmatched)} submissions matched nobody (status unmatched); "
+                  f"who is whose: {shown(str(done.out_dir / 'roster.yaml'))}")
     return int(ExitCode.INTERNAL if done.failed else ExitCode.OK)
 
 
@@ -162,6 +197,18 @@ def cmd_merge(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise GraderError(f"merge: {exc}") from None
     print(f"{count} learners merged into {args.output}")
+    return int(ExitCode.OK)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from grader.commands import export
+
+    course = load_course(args.course)
+    try:
+        result = export.run_export(args.platform, args.out, args.output, course, assignment=args.assignment)
+    except OSError as exc:
+        raise GraderError(f"export: {exc}") from None
+    export.print_result(result)
     return int(ExitCode.OK)
 
 
@@ -276,8 +323,8 @@ _LEARNER_COMMANDS = {"check": cmd_check, "notebooks": cmd_notebooks, "release": 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        commands = {"grade": cmd_grade, "batch": cmd_batch, "merge": cmd_merge, "doctor": cmd_doctor,
-                    "autograde": cmd_autograde, **_LEARNER_COMMANDS}
+        commands = {"grade": cmd_grade, "batch": cmd_batch, "merge": cmd_merge, "export": cmd_export,
+                    "doctor": cmd_doctor, "autograde": cmd_autograde, **_LEARNER_COMMANDS}
         return commands[args.command](args)
     except GraderError as exc:
         print(f"grader: error: {shown(str(exc))}", file=sys.stderr)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,9 @@ from grader.intake.submission import IGNORED_NAMES, SUFFIXES, folder_entries
 from grader.paths import CHECKS_DIR, TEXTS_DIR
 
 _CHUNK = 1 << 20
+# A learner's file is copied into their staged folder only up to this size: a notebook with its
+# outputs is a few MiB; anything larger is not an answer to these exercises.
+MAX_STAGED_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -136,3 +141,38 @@ def course_sha256(course: Course) -> str:
             if file.suffix in (".py", ".yaml", ".ini"):
                 _feed_file(digest, f"{base.name}/{label}", file)
     return digest.hexdigest()
+
+
+def stage(sources: Sequence[tuple[Path, str]], folder: Path) -> Path:
+    """One learner's submission made of several entries (a Canvas download holds one entry per
+    uploaded file): copies of each entry's regular files, under the names given, in ``folder``
+    (emptied first), which the loader then reads as a folder submission.
+
+    A folder entry gives its own files (not its subfolders, as the loader reads a folder); links
+    are never followed out of the submissions folder, and a file past ``MAX_STAGED_BYTES`` is left
+    out with a line on stderr."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    taken: set[str] = set()
+    for source, name in sources:
+        files = ([(child, child.name) for child in sorted(source.iterdir())] if source.is_dir()
+                 and not source.is_symlink() else [(source, name)])
+        for file, wanted in files:
+            try:
+                info = os.lstat(file)
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode) or wanted.startswith(".") or wanted in IGNORED_NAMES:
+                continue
+            if info.st_size > MAX_STAGED_BYTES:
+                print(f"grader: {file}: left out, larger than {MAX_STAGED_BYTES >> 20} MiB", file=sys.stderr)
+                continue
+            stem, suffix = os.path.splitext(wanted)
+            target, count = wanted, 1
+            while target in taken:
+                count += 1
+                target = f"{stem}-{count}{suffix}"
+            taken.add(target)
+            shutil.copyfile(file, folder / target, follow_symlinks=False)
+    return folder

@@ -40,7 +40,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 
 MAX_ID_BYTES = 100
-RESERVED = frozenset({"summary", "gradebook"})  # the class files' stems (grader/outputs/)
+RESERVED = frozenset({"summary", "gradebook", "roster"})  # the class files' stems (grader/outputs/)
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _NOT_IN_FILE_NAMES = frozenset('<>:"/\\|?*')
 _SURROGATE_ESCAPES = range(0xDC80, 0xDD00)  # os.fsdecode's stand-ins for bytes that are not UTF-8
