@@ -10,7 +10,8 @@ process sent before any learner code ran (``Hello``): nothing the learner's code
 
 ``with dev:`` opens the session in the learner process; calls inside run there, and their
 events (``dev.events``) and printed text (``dev.printed``) come back with each answer.
-``dev.live_bytes()`` and ``dev.fill_capacity()`` ask the session; ``dev.build("ex4.problem")``
+``dev.live_bytes()`` asks the session and ``dev.fill_capacity()`` is the judge's own figure on a
+stand-in (grader/judge/evidence.py validates what the session says); ``dev.build("ex4.problem")``
 has it build a recipe's objects (grader/reference/problems.py) and ``dev.inspect(model)`` reads
 one back; ``dev.put(tensor)`` sends a tensor to live on the device. A check's failure inside
 ``with dev:`` is labelled with the device, so its message says where it happened.
