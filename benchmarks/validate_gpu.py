@@ -98,9 +98,10 @@ def _load(path: Path, name: str) -> Any:
 def _probe(torch: Any) -> list[str]:
     """The figures the real-GPU thresholds rest on, measured here (each line may fail alone)."""
     from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TOTAL_RATIO
-    from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET
+    from grader.checks.ex4_oom.budget import fill_budget
     from grader.judge.devices import runs_amp
     from grader.learner.sessions import RealSession, hello
+    from grader.reference.draws import Draw
     from grader.wire.messages import MiB
 
     if not torch.cuda.is_available():
@@ -109,9 +110,13 @@ def _probe(torch: Any) -> list[str]:
     found = hello("cuda")  # what the learner process tells the judge about this GPU
     lines = []
 
-    def capacity() -> str:
-        with RealSession("cuda", FILL_BUDGET) as acc:
-            return str(acc.fill_capacity(CHUNK_MB * MiB))
+    # The smallest and the largest fill budget a grading draws (grader/reference/draws.py).
+    draws = sorted((Draw(seed) for seed in range(200)), key=fill_budget)
+    smallest, largest = draws[0], draws[-1]
+
+    def capacity(draw: Draw) -> str:
+        with RealSession("cuda", fill_budget(draw)) as acc:
+            return str(acc.fill_capacity(draw.chunk_mb * MiB))
 
     def ratio(path: Path) -> str:
         module = _load(path, f"probe_{path.stem}")
@@ -121,8 +126,10 @@ def _probe(torch: Any) -> list[str]:
     probes = {
         "bf16 / fp16 AMP graded on the GPU": lambda: f"{runs_amp(found, 'cuda', torch.bfloat16)} / "
                                                     f"{runs_amp(found, 'cuda', torch.float16)}",
-        f"chunks of {CHUNK_MB} MiB that fit under the fill cap (stand-in: {CHUNKS_THAT_FIT})":
-            capacity,
+        f"chunks of {smallest.chunk_mb} MiB that fit under the smallest fill cap (stand-in: "
+        f"{smallest.chunks_that_fit})": lambda: capacity(smallest),
+        f"chunks of {largest.chunk_mb} MiB that fit under the largest fill cap (stand-in: "
+        f"{largest.chunks_that_fit})": lambda: capacity(largest),
         f"time_matmul(2048) 8 repeats / 2, solutions (a mean: ~1; bound {REAL_TOTAL_RATIO})":
             lambda: ratio(ROOT / "solutions" / "ex2_timing.py"),
         "the same, mistakes/ex2_timing/total_not_mean (a total: ~4)":

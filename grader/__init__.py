@@ -6,7 +6,6 @@ Importing this package stays cheap: the self-check is imported only when it runs
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -14,18 +13,6 @@ if TYPE_CHECKING:
     from os import PathLike
 
 __version__ = "0.1.0"
-
-
-SANDBOX_VAR = "GRADER_SANDBOX"  # set in every sandboxed child's environment, exec'd or forked
-
-
-def _in_sandbox() -> bool:
-    """True inside the grader's sandboxed child, however it was started.
-
-    A notebook graded by the grader still holds its ``grader.check()`` cell; there it must
-    do nothing, or grading would start a grader inside the grader.
-    """
-    return os.environ.get(SANDBOX_VAR) == "1"
 
 
 def check(exercise: str | int | None = None, *, lang: str | None = None, device: str = "auto",
@@ -37,8 +24,9 @@ def check(exercise: str | int | None = None, *, lang: str | None = None, device:
     Vietnamese). Outside a notebook it grades the files in ``exercises/`` (or ``path``).
     Returns the report as a mapping: ``score``, ``max_score``, ``exercises`` (as the YAML report).
     """
-    if _in_sandbox():
-        return {}
+    # A notebook graded by the grader still holds its ``grader.check()`` cell: there the learner
+    # process has put a ``grader`` of its own in its place, whose check() does nothing
+    # (grader/learner/kernel.py), so this one never runs inside a grading.
     try:
         from grader.commands import selfcheck
     except Exception as exc:  # noqa: BLE001 - a broken install must not raise in the learner's cell

@@ -7,6 +7,7 @@ itself breaks, the learner still gets a zero-score report that says why.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import traceback
 from collections.abc import Iterable
@@ -30,12 +31,15 @@ UNKNOWN_DEVICE = DeviceInfo("unknown", "unknown", "unknown")
 def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang: Lang = "vi",
           visibility: Iterable[Visibility] = ("public", "hidden"),
           exercises: Iterable[str] | None = None, launcher: Launcher | None = None,
-          wall_clock_s: float | None = None) -> Report:
+          wall_clock_s: float | None = None, seed: int | None = None) -> Report:
     """Grade the submission at ``path``; its processes start with ``launcher`` (grader/run/launch.py:
     exec'd, isolated as this machine allows, unless a batch passes its fork servers).
     ``wall_clock_s``: the instructor's bound on this learner's whole grading (``--learner-timeout``),
-    instead of the course's ``limits.run_timeout_s``."""
+    instead of the course's ``limits.run_timeout_s``. ``seed``: the grading's secret, from which the
+    checks draw their problems (grader/reference/draws.py); None draws a new one here, from the
+    operating system, and the report says which, so that ``--seed`` regrades identically."""
     started = time.monotonic()
+    seed = new_seed() if seed is None else seed
     limits = course.limits if wall_clock_s is None else dataclasses.replace(course.limits, run_timeout_s=wall_clock_s)
     submission = load_submission(path, course.modules, max_bytes=limits.submission_mb * MiB)
     wanted = set(exercises) if exercises is not None else set(course.exercise_ids)
@@ -62,7 +66,7 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
     learner_seconds = 0.0
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
-        run = run_checks(sources, to_run, device=device, limits=limits, launcher=launcher)
+        run = run_checks(sources, to_run, device=device, limits=limits, launcher=launcher, seed=seed)
         outcomes.update(explain_missing(run.outcomes, submission, run.stops))
         top_level = top_level_stops(submission, run.stops, lang, limits)
         device_info = run.device or UNKNOWN_DEVICE
@@ -75,7 +79,13 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
                         seconds=time.monotonic() - started, version=__version__, notes=notes,
                         output=output, failure=failure, top_level=top_level,
                         isolation=IsolationInfo(launcher.isolation.mode, launcher.isolation.missing),
-                        learner_seconds=learner_seconds)
+                        learner_seconds=learner_seconds, seed=seed)
+
+
+def new_seed() -> int:
+    """A grading's secret, from the operating system's randomness in the grader's own process: 48
+    bits, so that two gradings practically never share their problems."""
+    return int.from_bytes(os.urandom(6), "big")
 
 
 def failed_report(path: Path, course: Course, reason: str, lang: Lang) -> Report:
@@ -88,12 +98,12 @@ def failed_report(path: Path, course: Course, reason: str, lang: Lang) -> Report
 
 
 def grade_or_failed(path: Path, course: Course, *, device: RequestedDevice = "auto", lang: Lang = "vi",
-                    launcher: Launcher, wall_clock_s: float | None = None) -> Report:
+                    launcher: Launcher, wall_clock_s: float | None = None, seed: int | None = None) -> Report:
     """``grade()``, and when the grader itself breaks (a bug), the traceback on stderr and a
     zero-score report that says why, never a traceback instead of a report. A GraderError (a
     usage error, the user's to fix) still raises."""
     try:
-        return grade(path, course, device=device, lang=lang, launcher=launcher, wall_clock_s=wall_clock_s)
+        return grade(path, course, device=device, lang=lang, launcher=launcher, wall_clock_s=wall_clock_s, seed=seed)
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a grader bug still leaves a report behind

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from grader.run.isolation import probe
 from tests.conftest import ROOT, STUBS, copy_solutions, course_with, run_cli
 
 HEADER = ["learner", "ex1", "ex2", "ex3", "ex4", "ex5", "score", "max_score", "status", "submitted_as"]
@@ -206,7 +207,7 @@ def pick_device():
     seen = (os.environ.get("OMP_NUM_THREADS"), str(torch.get_num_threads()), switches)
     # A torch.device only when the sandbox got its share of the cores, and no switch of the grader's
     # beside it (its GPU share comes in its start request); a str fails the check.
-    expected = ({threads!r}, {threads!r}, ["GRADER_RUN_TOKEN", "GRADER_SANDBOX"])
+    expected = ({threads!r}, {threads!r}, {switches!r})
     return torch.device("cpu") if seen == expected else repr(seen)
 """
 
@@ -216,7 +217,10 @@ def test_workers_split_the_cores_between_sandboxes(tmp_path: Path) -> None:
     cls = tmp_path / "class"
     threads = str(max(1, len(os.sched_getaffinity(0)) // 2))
     (cls / "probe").mkdir(parents=True)
-    (cls / "probe" / "ex1_device.py").write_text(SEES_ITS_SHARE.format(threads=threads), encoding="utf-8")
+    # No mark that it is graded (issue 22): the run token only where no cgroup finds its processes.
+    switches = [] if probe().cgroups else ["GRADER_RUN_TOKEN"]
+    (cls / "probe" / "ex1_device.py").write_text(SEES_ITS_SHARE.format(threads=threads, switches=switches),
+                                                 encoding="utf-8")
     env_free = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(cls), "-o", str(tmp_path / "out"),
                            "--workers", "2", "--lang", "en"], capture_output=True, text=True, cwd=ROOT,

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.checks.ex4_oom.budget import CHUNK_MB, CHUNKS_THAT_FIT, FILL_BUDGET
+from grader.checks.ex4_oom.budget import fill_budget
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
 from grader.emulation.standin import StandIn
 from grader.judge.devices import runs_amp
 from grader.learner.sessions import RealSession, StandInSession, open_session
 from grader.learner.toplevel import TopLevel, TopLevelLimits
+from grader.reference.draws import Draw
 from grader.wire.messages import Cell, CudaFacts, Hello, MiB, OpenDevice, Source
 from tests.conftest import SOLUTIONS
 
@@ -111,8 +112,13 @@ def test_a_real_device_the_machine_lacks_is_refused() -> None:
 
 
 def test_stand_in_fill_capacity_is_the_budget_in_chunks() -> None:
-    chunk = CHUNK_MB * MiB
-    assert StandInSession(budget_bytes=FILL_BUDGET).fill_capacity(chunk) == CHUNKS_THAT_FIT
+    """What the stand-in says fits is what the judge computes from the budget it drew (grader/judge/devices.py
+    fill_capacity: budget // chunk), for every draw."""
+    for seed in range(30):
+        draw = Draw(seed)
+        budget = fill_budget(draw)
+        assert StandInSession(budget_bytes=budget).fill_capacity(draw.chunk_mb * MiB) == draw.chunks_that_fit
+        assert budget // (draw.chunk_mb * MiB) == draw.chunks_that_fit
 
 
 EVENT_TIMING = """

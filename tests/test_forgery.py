@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import Graded, folder_with, solution_text
 
 WRONG_EX3 = '''
@@ -204,10 +202,13 @@ def time_matmul(n, device, repeats=5):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="known hole (README, 'Security model'): the device layer lives in the "
-                                       "learner's process, so code that hunts the grader's recorder there can "
-                                       "rewrite the evidence of its own behaviour")
 def test_device_events_rewritten_in_the_learner_process(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    """Once a known hole (an xfail): the recorder hunted and every clock read marked "drained". The
+    judge now holds a stand-in's events to one timeline (grader/judge/evidence.py), so the rewrite is
+    seen: the check is the learner's error, noted tampering. What stays forgeable:
+    tests/test_forgery_measurements.py."""
     folder = folder_with(tmp_path, "forger", {"ex2_timing": FORGES_EVENTS})
     graded = grade(folder)
-    assert graded.check("ex2.synchronizes_before_reading_clock")["status"] == "failed"
+    check = graded.check("ex2.synchronizes_before_reading_clock")
+    assert check["status"] == "error" and "cannot be true" in check["message"], check
+    assert "tampering" in graded.report["notes"]  # type: ignore[index]

@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 from grader.checks.ex4_oom.workload import budget_forcing_backoff
 from grader.judge.api import Device, LearnerModule, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại snippet gradient accumulation: optimizer.step() nằm ngoài vòng lặp micro-batch.",
@@ -44,11 +45,11 @@ MESSAGES = {
 }
 
 
-def test_backoff_steps_once(ex4: LearnerModule, devices: Callable[..., list[Device]]) -> None:
-    budget = budget_forcing_backoff()  # the full batch runs out of memory: the step must back off
+def test_backoff_steps_once(ex4: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
+    budget = budget_forcing_backoff(draw.ex4_seed)  # the full batch runs out of memory: the step must back off
     for dev in devices("cpu", "cuda"):
         with dev:
-            model, inputs, targets, optimizer = dev.build("ex4.problem")
+            model, inputs, targets, optimizer = dev.build("ex4.problem", draw.ex4_seed)
             (loss_fn,) = dev.build("loss.cross_entropy")
             with dev.instruments(meter_budget=budget, count_steps=True) as figures:
                 ex4.train_step_with_backoff(model, inputs, targets, loss_fn, optimizer)

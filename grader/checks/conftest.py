@@ -18,6 +18,7 @@ from grader.judge.api import DeviceKind
 from grader.judge.devices import RemoteDevice, RemoteWorld, real_accelerator_type
 from grader.judge.plugin import PLUGIN_NAME
 from grader.judge.proxy import LearnerModule, LearnerProcess
+from grader.reference.draws import Draw
 
 
 def _plugin(config: pytest.Config) -> Any:
@@ -90,6 +91,13 @@ def machine(pytestconfig: pytest.Config) -> Callable[..., RemoteWorld]:
         return RemoteWorld(learner, cuda=cuda, mps=mps, mps_built=mps_built, cuda_count=cuda_count)
 
     return make
+
+
+@pytest.fixture
+def draw(pytestconfig: pytest.Config) -> Draw:
+    """This grading's problems, drawn from the secret seed the grader gave the judge (never the
+    learner process): sizes and values no earlier grading or neighbour's report can answer."""
+    return Draw(_plugin(pytestconfig).plan.seed)
 
 
 @pytest.fixture

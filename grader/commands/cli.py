@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write Gradescope's results.json to PATH")
     g.add_argument("--isolation", choices=ISOLATIONS, default="auto", help=ISOLATION_HELP)
     g.add_argument("--learner-timeout", type=float, default=None, metavar="SECONDS", help=LEARNER_TIMEOUT_HELP)
+    g.add_argument("--seed", type=int, default=None, metavar="N", help=SEED_HELP)
     _add_instructor_commands(sub, common)
     _add_learner_commands(sub, common)
     return parser
@@ -60,6 +61,17 @@ ISOLATION_HELP = ("auto: learner code runs in a bubblewrap sandbox where the mac
 
 LEARNER_TIMEOUT_HELP = ("the wall-clock bound on one learner's whole grading (default: course.yaml's "
                         "limits.run_timeout_s); a learner stopped by it says so in its report")
+
+
+SEED_HELP = ("the grading's secret, from which the checks draw their problems (default: a new one from the "
+             "operating system); the report's 'seed', given here, regrades identically")
+MAX_SEED = 2**63 - 1
+
+
+def _seed(value: int | None) -> int | None:
+    if value is not None and not 0 <= value <= MAX_SEED:
+        raise GraderError(f"--seed: {value!r} must be between 0 and {MAX_SEED}")
+    return value
 
 
 def _learner_timeout(value: float | None) -> float | None:
@@ -94,6 +106,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     lang = args.lang or course.default_lang
     fail_under = _percent(args.fail_under) if args.fail_under is not None else None
     wall_clock_s = _learner_timeout(args.learner_timeout)
+    seed = _seed(args.seed)
     if not args.submission.exists():
         raise GraderError(f"submission not found: {shown(str(args.submission))}")
     # The path on the command line is the instructor's: a link there is followed, once. Nothing
@@ -102,7 +115,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     code = ExitCode.OK
     launcher = ExecLauncher(isolation=isolation_for(args.isolation))
     report = grade_or_failed(submission, course, device=args.device, lang=lang, launcher=launcher,
-                             wall_clock_s=wall_clock_s)
+                             wall_clock_s=wall_clock_s, seed=seed)
     if report.grader_error:
         print(f"grader: the grader could not grade {shown(str(args.submission))}: {shown(report.grader_error)}",
               file=sys.stderr)

@@ -443,7 +443,7 @@ class StandIn:
     def record(self, kind: str, device: str = "", dtype: str = "", value: float = 0.0, source: str = "") -> None:
         drained = self.timeline.host >= self.timeline.device_free
         self.events.append(Event(kind, device, self.timeline.host, self._live, dtype, value, source,  # type: ignore[arg-type]
-                                 drained))
+                                 drained, self.timeline.device_free))
 
     def launch(self, seconds: float) -> None:
         """Device work of ``seconds`` (torch.cuda._sleep)."""

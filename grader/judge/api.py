@@ -11,7 +11,7 @@ CPU. The course's own problems and reference computations are in grader/referenc
 from __future__ import annotations
 
 from grader.judge.devices import Device, RemoteWorld, real_accelerator_type, runs_amp
-from grader.judge.outcomes import LearnerRaised, NotAttempted, fail
+from grader.judge.outcomes import LearnerRaised, NotAttempted, Tampered, fail
 from grader.judge.proxy import Built, LearnerModule
 from grader.judge.trusted import allclose, array_equal, clone, is_number, ndarray_type, same_values, tensor_type
 from grader.wire.codec import cut
@@ -20,6 +20,7 @@ from grader.wire.values import device_of, type_name
 
 __all__ = [
     "Built", "Device", "DeviceKind", "DeviceMode", "Event", "Hello", "LearnerModule", "LearnerRaised", "MiB",
-    "NotAttempted", "RemoteWorld", "allclose", "array_equal", "clone", "cut", "device_of", "fail", "is_number",
+    "NotAttempted", "RemoteWorld", "Tampered", "allclose", "array_equal", "clone", "cut", "device_of", "fail",
+    "is_number",
     "ndarray_type", "real_accelerator_type", "runs_amp", "same_values", "tensor_type", "type_name",
 ]

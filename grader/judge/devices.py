@@ -10,7 +10,8 @@ process sent before any learner code ran (``Hello``): nothing the learner's code
 
 ``with dev:`` opens the session in the learner process; calls inside run there, and their
 events (``dev.events``) and printed text (``dev.printed``) come back with each answer.
-``dev.live_bytes()`` and ``dev.fill_capacity()`` ask the session; ``dev.build("ex4.problem")``
+``dev.live_bytes()`` asks the session and ``dev.fill_capacity()`` is the judge's own figure on a
+stand-in (grader/judge/evidence.py validates what the session says); ``dev.build("ex4.problem")``
 has it build a recipe's objects (grader/reference/problems.py) and ``dev.inspect(model)`` reads
 one back; ``dev.put(tensor)`` sends a tensor to live on the device. A check's failure inside
 ``with dev:`` is labelled with the device, so its message says where it happened.
@@ -24,7 +25,8 @@ from typing import Any
 
 import torch
 
-from grader.judge.outcomes import CheckFailed, LearnerRaised
+from grader.judge import evidence
+from grader.judge.outcomes import CheckFailed, LearnerRaised, Tampered
 from grader.judge.proxy import Built, Figures, LearnerGone, LearnerProcess
 from grader.reference.device import CAPABILITY, NAMES, TOTAL_MEMORY, CostModel
 from grader.wire.messages import (
@@ -87,6 +89,8 @@ class RemoteDevice:
         self._request = OpenDevice(kind, standin, virtual_clock, budget_bytes, typed_oom)
         self._on_enter = on_enter
         self._costs = CostModel()
+        self._budget = budget_bytes
+        self._timeline: evidence.StandInTimeline | None = None  # each ``with dev:`` is a fresh stand-in
 
     # -- what checks read -------------------------------------------------------------------
     def matmul_seconds(self, n: int) -> float:
@@ -105,13 +109,25 @@ class RemoteDevice:
         return self._number(Query("live_bytes"))
 
     def fill_capacity(self, chunk_bytes: int) -> int:
-        """How many chunks of ``chunk_bytes`` fit under the session's memory budget (measured on a real GPU)."""
-        return self._number(Query("fill_capacity", chunk_bytes))
+        """How many chunks of ``chunk_bytes`` fit under the session's memory budget. On a stand-in and
+        the CPU the judge knows: the budget it set, over the chunk. A real GPU's caching allocator
+        reserves whole segments, so there the learner process measures it before the learner's call
+        — its answer is bounded by the budget (no more chunks than the budget holds), never taken as is."""
+        if self._budget is None:
+            raise ValueError("fill_capacity() needs a session opened with budget_bytes")
+        most = self._budget // chunk_bytes
+        if self.virtual or self.device.type == "cpu":
+            return most
+        measured = self._number(Query("fill_capacity", chunk_bytes))
+        if not 0 <= measured <= most:
+            raise Tampered(f"{measured} chunks of {chunk_bytes} bytes under a budget of {self._budget} bytes")
+        return measured
 
     def _number(self, query: Query) -> int:
+        """A count or a size the learner process measured: an int between 0 and 2**48, else Tampered."""
         value = self.learner.decode(self.learner.expect(query, Answer).value)
-        if type(value) is not int:
-            raise LearnerGone("broke_protocol", f"{query.what} is not a number")
+        if type(value) is not int or not 0 <= value <= evidence.MAX_BYTES:
+            raise Tampered(f"{query.what} = {str(value)[:40]}")
         return value
 
     def build(self, recipe: RecipeName, *args: Any) -> tuple[Built, ...]:
@@ -137,6 +153,12 @@ class RemoteDevice:
         return tensor
 
     def heard(self, events: tuple[Event, ...], printed: str) -> None:
+        """A call's events and printed text. A stand-in's events must hold together as one virtual
+        timeline, a real device's be numbers (grader/judge/evidence.py): else Tampered."""
+        if self._timeline is not None:
+            self._timeline.heard(events)
+        else:
+            evidence.real_events(events)
         self.events.extend(events)
         self.printed += printed
 
@@ -145,6 +167,8 @@ class RemoteDevice:
         if self._on_enter is not None:
             self._on_enter(self)
         self.learner.expect(self._request, DeviceOpened)
+        if self.virtual:
+            self._timeline = evidence.StandInTimeline(self.device.type)
         self.learner.devices.append(self)
         return self
 
@@ -155,7 +179,7 @@ class RemoteDevice:
             return
         self.learner.devices.remove(self)
         closed = self.learner.expect(Close(), Closed)
-        self.events.extend(closed.events)
+        self.heard(closed.events, "")
 
 
 class RemoteWorld:

@@ -55,6 +55,21 @@ class AlreadyTimedOut(Exception):
         self.name = name
 
 
+class Tampered(Exception):
+    """A figure the learner process reported cannot be true (malformed, out of range, or at odds with
+    another observation of the same fact): the learner's code changed the grader's records there.
+    The check is the learner's ``error`` and the report is noted ``tampering``."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = cut(what, 200)
+
+
+class LearnerSideFailed(Exception):
+    """The grader's code in the learner process failed after the learner's code ran there: that
+    process is untrusted, so this is never the grader's verdict on itself (``grader_internal``)."""
+
+
 class GraderInternal(Exception):
     """The learner process could not do what a check asked: a bug of the grader's, never the learner's verdict."""
 

@@ -20,7 +20,16 @@ from typing import Any
 import pytest
 
 from grader.errors import error_line
-from grader.judge.outcomes import AlreadyTimedOut, CheckFailed, GraderInternal, LearnerRaised, NotAttempted, TimedOut
+from grader.judge.outcomes import (
+    AlreadyTimedOut,
+    CheckFailed,
+    GraderInternal,
+    LearnerRaised,
+    LearnerSideFailed,
+    NotAttempted,
+    Tampered,
+    TimedOut,
+)
 from grader.judge.proxy import LearnerGone, LearnerProcess
 from grader.reference.device import MEMORY_SIGNS, NO_CUDA
 from grader.wire.codec import cut
@@ -66,6 +75,10 @@ def classify(exc: BaseException | None) -> tuple[CheckStatus, str, dict[str, str
         return "not_attempted", "not_attempted", {"function": exc.name}
     if isinstance(exc, CheckFailed):
         return "failed", exc.message_id, exc.params
+    if isinstance(exc, Tampered):
+        return "error", "tampered_figure", {"what": exc.what}
+    if isinstance(exc, LearnerSideFailed):
+        return "error", "learner_side_failed", {"error": cut(str(exc), 300)}
     if isinstance(exc, LearnerRaised):
         params = {"error": exc.exc_text, "where": exc.where, "during": exc.during, **exc.params}
         if any(sign in exc.exc_text for sign in FILE_LIMIT_SIGNS):

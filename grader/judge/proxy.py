@@ -24,7 +24,8 @@ from typing import Any, Literal, Protocol
 
 import torch
 
-from grader.judge.outcomes import AlreadyTimedOut, GraderInternal, LearnerRaised, NotAttempted, TimedOut
+from grader.judge import evidence
+from grader.judge.outcomes import AlreadyTimedOut, LearnerRaised, LearnerSideFailed, NotAttempted, TimedOut
 from grader.wire.codec import ProtocolError, cut
 from grader.wire.framing import Connection
 from grader.wire.messages import (
@@ -84,11 +85,14 @@ class Figures:
     deprecated: list[str] = field(default_factory=list)
     optimizer_steps: int = 0
 
-    def add(self, measured: dict[str, Any]) -> None:
-        self.peak = max(self.peak, int(measured.get("peak", 0) or 0))
-        for name in ("scale", "step", "update", "disabled", "optimizer_steps"):
-            setattr(self, name, getattr(self, name) + int(measured.get(name, 0) or 0))
-        self.deprecated += [str(api)[:80] for api in measured.get("deprecated", ())][:10]
+    def add(self, measured: Mapping[str, Any]) -> None:
+        """One call's figures, each validated first (grader/judge/evidence.py): a malformed or
+        impossible one is Tampered, never a grader's error."""
+        checked = evidence.figures(measured)
+        self.peak = max(self.peak, checked["peak"])
+        for name in evidence.COUNTERS:
+            setattr(self, name, getattr(self, name) + checked[name])
+        self.deprecated += checked["deprecated"]
 
 
 @dataclass
@@ -160,8 +164,9 @@ class LearnerProcess:
         self._seq = 0  # the last request's number (grader/wire/messages.py Connection)
 
     def ask(self, request: Any) -> Any:
-        """Send ``request``; its answer. A Failed answer is the grader's (a bug, or learner code that
-        took the device layer apart): GraderInternal."""
+        """Send ``request``; its answer. A Failed answer says the grader's code in the learner process
+        failed — after the learner's code ran there, so the learner process's word, never the
+        grader's verdict on itself: LearnerSideFailed (the learner's ``error``)."""
         self._seq += 1
         try:
             self.conn.send(request, self._seq)
@@ -171,7 +176,7 @@ class LearnerProcess:
         except ProtocolError as exc:
             raise LearnerGone("broke_protocol", str(exc)) from None
         if isinstance(answer, Failed):
-            raise GraderInternal(answer.error)
+            raise LearnerSideFailed(answer.error)
         return answer
 
     def start(self, start: Start, relay: Callable[[Any], None]) -> None:
@@ -241,7 +246,7 @@ class LearnerProcess:
         if isinstance(answer, Raised):
             self._raise(answer, function, device)
         assert isinstance(answer, Returned)
-        options.figures.add(dict(answer.measured))
+        options.figures.add(answer.measured)
         for arg, after in zip(args, answer.after, strict=False):
             if isinstance(arg, torch.Tensor) and after is not None:
                 _update(arg, self.decode(after))

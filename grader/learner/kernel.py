@@ -399,8 +399,34 @@ def _display_names() -> dict[str, Any]:
             "display_html": display, "display_markdown": display, "display_png": display, **shown}
 
 
+def _graded_check(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``grader.check()`` in a notebook being graded: nothing (a grader inside the grader)."""
+    return {}
+
+
+def _graded_doctor(*args: Any, **kwargs: Any) -> bool:
+    return True
+
+
+def _graded_grader() -> None:
+    """The ``grader`` a graded notebook's ``import grader`` gets: ``check()`` and ``doctor()`` do
+    nothing. Installed here, by the learner process itself, instead of being switched by a marker
+    in the environment (``GRADER_SANDBOX=1`` before issue 22), which told the learner's code it was
+    graded. The real package keeps serving the grader's own imports (the same ``__path__``)."""
+    real = sys.modules.get("grader")
+    if real is None:
+        return
+    graded = _stub_module("grader", {name: getattr(real, name) for name in ("__doc__", "__file__", "__path__",
+                                                                            "__spec__", "__version__", "emulated")
+                                     if hasattr(real, name)})
+    graded.check = _graded_check  # type: ignore[attr-defined]
+    graded.doctor = _graded_doctor  # type: ignore[attr-defined]
+    sys.modules["grader"] = graded
+
+
 def install(kernel: Kernel) -> None:
     """Make the stand-in kernel what the learner's cells see; before any learner code runs."""
+    _graded_grader()
     builtins.get_ipython = lambda: kernel  # type: ignore[attr-defined]
     builtins.display = display  # type: ignore[attr-defined]
     builtins.input = no_input

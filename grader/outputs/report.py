@@ -67,6 +67,7 @@ def as_dict(report: Report) -> dict[str, Any]:
         "grading_seconds": report.grading_seconds,
         "learner_seconds": report.learner_seconds,
         "grader_version": report.grader_version,
+        "seed": report.seed,
         "notes": list(report.notes),
         "grader_error": report.grader_error or None,
         "isolation": {"mode": report.isolation.mode, **({"missing": list(report.isolation.missing)}
@@ -175,7 +176,7 @@ def from_dict(data: Any) -> Report:
                           str(device.get("torch", "")), bool(device.get("standin", False))),
         exercises=tuple(exercises), lang=_literal(data.get("lang") or "vi", Lang, "report"),
         grading_seconds=float(data.get("grading_seconds") or 0.0), grader_version=str(data.get("grader_version") or ""),
-        learner_seconds=float(data.get("learner_seconds") or 0.0),
+        learner_seconds=float(data.get("learner_seconds") or 0.0), seed=_seed(data.get("seed")),
         notes=tuple(str(n) for n in data.get("notes") or ()), output=str(data.get("output") or ""),
         grader_error=str(data.get("grader_error") or ""), top_level=stops,
         isolation=IsolationInfo(_literal(isolation.get("mode", "none"), IsolationMode, "isolation"),
@@ -183,3 +184,6 @@ def from_dict(data: Any) -> Report:
     )
 
 
+def _seed(value: Any) -> int:
+    """A report's seed: a non-negative int (a report from before seeds: 0)."""
+    return value if type(value) is int and value >= 0 else 0

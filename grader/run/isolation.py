@@ -50,7 +50,7 @@ PACKAGE_VIEW = "/opt/grader-learner"  # where the learner's part of the grader i
 # The environment the learner process gets: these names from the grader's, and nothing else.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
               "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONHASHSEED",
-              "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND", "GRADER_SANDBOX",
+              "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND",
               "GRADER_RUN_TOKEN", "PYTORCH_NVML_BASED_CUDA_CHECK")
 GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/dri")
 PACKAGE_DIRS = ("site-packages", "dist-packages")

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from grader import SANDBOX_VAR
 from grader.course import CheckSpec
 from grader.errors import GraderFailure
 from grader.paths import PROJECT_ROOT
@@ -147,7 +146,7 @@ def base_env() -> dict[str, str]:
     """The environment every process of this grader shares (the run's token and device aside)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_")) and k != TOKEN_VAR}
     env.update({"PYTHONPATH": str(PROJECT_ROOT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", SANDBOX_VAR: "1",
+                "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg",
                 # Only the plugins the checks need (the judge loads pytest-timeout): whatever else is
                 # installed (Colab has many) neither slows the judge nor changes how checks run.
                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
@@ -173,21 +172,22 @@ class _Pair:
 
 
 def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
-               launcher: Launcher | None = None) -> SandboxRun:
+               launcher: Launcher | None = None, seed: int = 0) -> SandboxRun:
     """Grade ``checks`` (all of exercises that have a source) in as few runs as possible."""
     root = Path(tempfile.mkdtemp(prefix="grader-"))
     workdir = root / "work"
     workdir.mkdir()
     try:
-        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher()).run()
+        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher(), seed).run()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 class _Runner:
     def __init__(self, workdir: Path, sources: Mapping[str, Source], checks: list[CheckSpec],  # noqa: PLR0917
-                 device: RequestedDevice, limits: Limits, launcher: Launcher) -> None:
+                 device: RequestedDevice, limits: Limits, launcher: Launcher, seed: int = 0) -> None:
         self.workdir, self.sources = workdir, sources
+        self.seed = seed  # to the judge only, in its Plan: every run of this grading draws the same problems
         self.checks = {c.id: c for c in checks}
         self.device, self.limits, self.launcher = device, limits, launcher
         self.isolation = launcher.isolation
@@ -250,7 +250,11 @@ class _Runner:
         key = secrets.token_bytes(32)
         token = secrets.token_hex(16)
         base = base_env()
-        learner_env = {**base, TOKEN_VAR: token, **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
+        # The token finds a run's processes where no cgroup holds them (grader/run/reaper.py); where
+        # one does, the kernel counts and ends them, and the learner's environment carries no mark
+        # that it is being graded (issue 22).
+        marked = {} if self.isolation.cgroups else {TOKEN_VAR: token}
+        learner_env = {**base, **marked, **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
         cgroup = (RunCgroup(self.isolation.cgroups, task_limit(self.limits), self.isolation.memory_cgroups,
                             self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
         cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
@@ -267,7 +271,7 @@ class _Runner:
             for fd in cgroup_fds:
                 os.close(fd)
         checks = tuple(PlannedCheck(c.id, c.nodeid, c.timeout_s) for c in pending)
-        plan = Plan(checks, self.start_message(pending), self.device, judge.fds[0], judge.fds[1], key.hex())
+        plan = Plan(checks, self.start_message(pending), self.device, judge.fds[0], judge.fds[1], key.hex(), self.seed)
         with contextlib.suppress(OSError):
             judge.stdin.write(encode(plan) + b"\n")
             judge.stdin.close()

@@ -108,3 +108,6 @@ class Report:
     # The part of grading_seconds the wall-clock bound counts (--learner-timeout): from the learner's
     # processes being up to the end; the grader's own start-up, which a busy machine stretches, is not.
     learner_seconds: float = 0.0
+    # The grading's secret (grader/reference/draws.py): its problems were drawn from it, and
+    # ``grader grade --seed`` with it regrades identically. 0: no check ran (nothing was drawn).
+    seed: int = 0

@@ -152,7 +152,7 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
                  outcomes: Mapping[str, CheckOutcome], *, device: DeviceInfo, lang: Lang, seconds: float,
                  version: str, notes: tuple[str, ...] = (), output: str = "",
                  failure: GraderFailure | None = None, top_level: tuple[TopLevelStop, ...] = (),
-                 isolation: IsolationInfo | None = None, learner_seconds: float = 0.0) -> Report:
+                 isolation: IsolationInfo | None = None, learner_seconds: float = 0.0, seed: int = 0) -> Report:
     """The scored report. With ``failure`` the grader could not grade at all: every check is
     skipped, whatever ``outcomes`` hold, and the report names the cause."""
     reason = ""
@@ -179,4 +179,5 @@ def build_report(course: Course, submission: Submission, exercises: tuple[Exerci
         grader_error=reason,
         top_level=top_level if failure is None else (),
         isolation=isolation or IsolationInfo(),
+        seed=seed,
     )

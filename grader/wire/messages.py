@@ -58,6 +58,7 @@ CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped", "not_at
 RuntimeMessage = Literal[
     "not_attempted", "learner_raised", "cuda_api_off_cuda", "memory_limit", "file_size_limit",
     "check_timeout", "function_timed_out", "assertion", "grader_internal", "tampered", "learner_broke_protocol",
+    "tampered_figure", "learner_side_failed",
     "child_died", "cpu_limit", "process_limit", "run_timeout", "died_on_import", "import_timeout",
     "child_failed", "memory_held",
 ]
@@ -102,6 +103,9 @@ class Event:
     value: float = 0.0  # a clock read: the value the learner's code got (in seconds)
     source: str = ""  # a clock read: which clock ("perf_counter", "time", "cuda.Event", ...)
     drained: bool | None = None  # the device had finished all its work (known on a stand-in only)
+    # A stand-in's virtual time at which its queue drains: the judge recomputes ``drained`` from it
+    # and checks the timeline holds together (grader/judge/evidence.py).
+    busy_until: float | None = None
 
 
 @dataclass(frozen=True)
@@ -396,6 +400,7 @@ class Plan:
     channel_fd: int
     learner_fd: int
     key: str  # the channel's key (hex); the learner process never sees it
+    seed: int = 0  # the grading's secret: the checks draw their problems from it (grader/reference/draws.py)
 
 
 # -- judge → grader (the signed channel) ----------------------------------------------------------

@@ -17,7 +17,7 @@ import torch
 
 from grader.judge.api import Device, Event, LearnerModule, fail, is_number
 
-N = 512  # stand-in: 268 µs a matmul (see CostModel); real GPUs: still cheap
+N = 512  # the size a grading draws around (grader/reference/draws.py: 384-640); stand-in: 268 µs at 512
 REPEATS = 5
 UNITS = {1.0: "s", 1e3: "ms", 1e6: "µs"}
 MATCH = 1e-2  # how close (relative) a clock difference must be to the returned value; time.time() rounds
@@ -25,6 +25,12 @@ MESSAGES = {
     "ex2.not_seconds": {
         "vi": "time_matmul() phải trả về thời gian trung bình (giây) dạng float, nhận được {got}.",
         "en": "time_matmul() must return the mean time in seconds as a float, got {got}.",
+    },
+    "ex2.not_measured": {
+        "vi": "time_matmul() trả về một số mà không cặp lần đọc đồng hồ nào quanh các matmul cho ra: hãy trả về hiệu "
+              "của hai lần đọc đồng hồ (chia cho repeats), đừng tính hay ước lượng thời gian.",
+        "en": "time_matmul() returned a number that no two clock readings around the matmuls give: return the "
+              "difference of two clock readings (divided by repeats), not a time computed or estimated otherwise.",
     },
     "ex2.not_seconds_unit": {
         "vi": "time_matmul() trả về {got}, tức thời gian đo được tính bằng {unit}: hãy trả về giây (bỏ phép nhân "
@@ -53,7 +59,7 @@ def seconds_of(value: object) -> float:
     return float(value)
 
 
-def timed(ex2: LearnerModule, dev: Device, n: int = N, repeats: int = REPEATS) -> tuple[float, list[Event]]:
+def timed(ex2: LearnerModule, dev: Device, n: int, repeats: int = REPEATS) -> tuple[float, list[Event]]:
     """time_matmul on ``dev`` (inside ``with dev:``): the number returned and what happened meanwhile."""
     first = len(dev.events)
     seconds = seconds_of(ex2.time_matmul(n, dev.device, repeats=repeats))
@@ -87,6 +93,18 @@ def measured_interval(events: list[Event], seconds: float, repeats: int) -> Inte
     if candidates:
         return max(candidates, key=lambda candidate: candidate[0])[1]
     return Interval(clocks[0], clocks[-1], found=False)
+
+
+def interval_of(events: list[Event], seconds: float, dev: Device, repeats: int = REPEATS) -> Interval | None:
+    """The interval the returned number measured. On a stand-in every clock reads the virtual
+    timeline, so the number a timing returns IS two readings' difference (over ``repeats``, or one
+    run, in s/ms/µs): one that no pair of readings gives was not measured — computed from the
+    cost model, pasted, scaled — and fails here, whatever else it matches. A real device's clocks
+    are the machine's own (a median of several runs is no single pair): there, as found."""
+    interval = measured_interval(events, seconds, repeats)
+    if dev.virtual and (interval is None or not interval.found):
+        fail("ex2.not_measured", device=dev.label)
+    return interval
 
 
 def device_matmuls(events: list[Event], dev: Device) -> list[int]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex2_timing.common import REPEATS, UNITS, N, measured_interval, timed
+from grader.checks.ex2_timing.common import REPEATS, UNITS, interval_of, timed
 from grader.judge.api import Device, LearnerModule, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại ví dụ tổng hợp: gpu_t = (time.time() - start) / 5.",
@@ -43,7 +44,7 @@ MEAN_TOLERANCE = (0.8, 1.25)
 REAL_TOTAL_RATIO = 2.2
 
 
-def test_returns_mean_not_total(ex2: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+def test_returns_mean_not_total(ex2: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
     for dev in devices("cuda", "mps", virtual_clock=True):
         with dev:
             if not dev.virtual:
@@ -53,9 +54,9 @@ def test_returns_mean_not_total(ex2: LearnerModule, devices: Callable[..., list[
                 if eight / two > REAL_TOTAL_RATIO:
                     fail("ex2.total_not_mean", device=dev.label, ratio=f"{eight / two:.1f}", repeats="8/2")
                 continue
-            seconds, events = timed(ex2, dev)
-            expected = dev.matmul_seconds(N)
-        interval = measured_interval(events, seconds, REPEATS)
+            seconds, events = timed(ex2, dev, draw.matmul_n)
+            expected = dev.matmul_seconds(draw.matmul_n)
+        interval = interval_of(events, seconds, dev)
         if interval is not None and interval.unit != 1.0:
             fail("ex2.not_seconds_unit", device=dev.label, got=f"{seconds:g}", unit=UNITS[interval.unit],
                  factor=f"{interval.unit:g}")

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.ex2_timing.common import N
 from grader.judge.api import Device, LearnerModule, fail, is_number
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại ví dụ tổng hợp: Speedup = cpu_t / gpu_t.",
@@ -28,10 +28,11 @@ MESSAGES = {
 }
 
 
-def test_speedup_consistent(ex2: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+def test_speedup_consistent(ex2: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
+    n = draw.matmul_n
     for dev in devices("cuda", "mps", virtual_clock=True):
         with dev:
-            ratio = ex2.speedup(N, dev.device, repeats=3)
+            ratio = ex2.speedup(n, dev.device, repeats=3)
         if isinstance(ratio, torch.Tensor) or not is_number(ratio) or ratio <= 0:
             fail("ex2.speedup_not_number", device=dev.label, got=repr(ratio)[:60])
         if not dev.virtual:
@@ -39,8 +40,8 @@ def test_speedup_consistent(ex2: LearnerModule, devices: Callable[..., list[Devi
         # Deterministic: a fresh stand-in replays the learner's own timings exactly.
         (again,) = devices(dev.device.type, virtual_clock=True)
         with again:
-            cpu_time = ex2.time_matmul(N, torch.device("cpu"), repeats=3)
-            device_time = ex2.time_matmul(N, again.device, repeats=3)
+            cpu_time = ex2.time_matmul(n, torch.device("cpu"), repeats=3)
+            device_time = ex2.time_matmul(n, again.device, repeats=3)
         if not (is_number(cpu_time) and is_number(device_time) and device_time > 0):
             continue  # time_matmul's own checks report this
         expected = cpu_time / device_time

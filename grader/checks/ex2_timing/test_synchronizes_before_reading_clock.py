@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex2_timing.common import REPEATS, device_matmuls, measured_interval, timed
+from grader.checks.ex2_timing.common import device_matmuls, interval_of, timed
 from grader.judge.api import Device, Event, LearnerModule, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại đoạn \"Vì sao cần torch.cuda.synchronize()\".",
@@ -46,11 +47,12 @@ def _idle_at(events: list[Event], read: int, dev: Device) -> bool:
     return not before or any(e.kind == "sync" for e in events[before[-1]:read])
 
 
-def test_synchronizes_before_reading_clock(ex2: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+def test_synchronizes_before_reading_clock(ex2: LearnerModule, devices: Callable[..., list[Device]],
+                                          draw: Draw) -> None:
     for dev in devices("cuda", "mps", virtual_clock=True):
         with dev:
-            seconds, events = timed(ex2, dev)
-        interval = measured_interval(events, seconds, REPEATS)
+            seconds, events = timed(ex2, dev, draw.matmul_n)
+        interval = interval_of(events, seconds, dev)
         if interval is None or interval.device_clock:
             continue
         if not _idle_at(events, interval.stop, dev):

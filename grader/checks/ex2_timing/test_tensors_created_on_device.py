@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex2_timing.common import REPEATS, device_matmuls, measured_interval, timed
+from grader.checks.ex2_timing.common import device_matmuls, interval_of, timed
 from grader.judge.api import Device, LearnerModule, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại mục \"Tạo tensor trực tiếp trên device\".",
@@ -26,11 +27,11 @@ MESSAGES = {
 }
 
 
-def test_tensors_created_on_device(ex2: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+def test_tensors_created_on_device(ex2: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
     for dev in devices("cuda", "mps", virtual_clock=True):
         with dev:
-            seconds, events = timed(ex2, dev)
-        interval = measured_interval(events, seconds, REPEATS)
+            seconds, events = timed(ex2, dev, draw.matmul_n)
+        interval = interval_of(events, seconds, dev)
         if interval is not None and any(e.kind == "h2d" for e in events[interval.start:interval.stop]):
             fail("ex2.copies_in_loop", device=dev.label)
         if not device_matmuls(events, dev):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex2_timing.common import REPEATS, device_matmuls, measured_interval, timed
+from grader.checks.ex2_timing.common import device_matmuls, interval_of, timed
 from grader.judge.api import Device, LearnerModule, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại speed test: dòng warm-up.",
@@ -22,10 +23,10 @@ MESSAGES = {
 }
 
 
-def test_warms_up(ex2: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+def test_warms_up(ex2: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
     for dev in devices("cuda", "mps", virtual_clock=True):
         with dev:
-            seconds, events = timed(ex2, dev)
-        interval = measured_interval(events, seconds, REPEATS)
+            seconds, events = timed(ex2, dev, draw.matmul_n)
+        interval = interval_of(events, seconds, dev)
         if interval is not None and not any(i < interval.start for i in device_matmuls(events, dev)):
             fail("ex2.no_warmup", device=dev.label)

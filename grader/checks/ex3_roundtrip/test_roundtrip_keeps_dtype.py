@@ -8,6 +8,7 @@ import torch
 
 from grader.checks.ex3_roundtrip.common import expect_values, roundtrip
 from grader.judge.api import Device, LearnerModule, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại: to() cũng nhận dtype.",
@@ -23,14 +24,16 @@ MESSAGES = {
 }
 
 
-def test_roundtrip_keeps_dtype(ex3: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+def test_roundtrip_keeps_dtype(ex3: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
+    scale, offset = draw.roundtrip_offset("dtype")  # small integers: exact in float16 and int64 alike
     for dev in devices("cuda", "mps"):
         for dtype in (torch.float64, torch.int64, torch.float16):
             if not dev.holds(dtype):
                 continue  # float64 on an Apple GPU: MPS has none, .to("mps") itself would fail
-            expected = torch.arange(8).to(dtype) * 2 + 1
+            x = (torch.arange(8) * scale + offset).to(dtype)
+            expected = x * 2 + 1
             with dev:
-                result = roundtrip(ex3, dev, torch.arange(8).to(dtype))
+                result = roundtrip(ex3, dev, x.clone())
             if result.dtype != dtype:
                 fail("ex3.dtype_changed", device=dev.label, given=dtype, got=result.dtype)
             expect_values(dev, result, expected)

@@ -8,6 +8,7 @@ import torch
 
 from grader.checks.ex3_roundtrip.common import expect_values, roundtrip
 from grader.judge.api import Device, LearnerModule
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại bài tập 3 trong phần \"Bài tập\".",
@@ -15,10 +16,12 @@ HINT = {
 }
 
 
-def test_roundtrip_values(ex3: LearnerModule, devices: Callable[..., list[Device]]) -> None:
-    expected = torch.arange(10, dtype=torch.float32) * 2 + 1
+def test_roundtrip_values(ex3: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
+    scale, offset = draw.roundtrip_offset("values")  # this grading's input: no earlier answer fits it
+    expected = torch.arange(10, dtype=torch.float32) * scale + offset
+    expected = expected * 2 + 1
     for dev in devices("cpu", "cuda", "mps"):
-        x = torch.arange(10, dtype=torch.float32)
+        x = torch.arange(10, dtype=torch.float32) * scale + offset
         with dev:
             result = roundtrip(ex3, dev, x)
         expect_values(dev, result, expected)

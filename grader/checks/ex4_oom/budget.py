@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.judge.api import Device, LearnerModule, LearnerRaised, MiB, cut, fail
+from grader.reference.draws import Draw
 
-CHUNK_MB = 4
-CHUNKS_THAT_FIT = 8
-# 8.5 chunks: the 9th allocation fails on the stand-in. Under a real GPU's memory cap the
-# caching allocator reserves whole segments, so there the count is measured (fill_capacity).
-FILL_BUDGET = int((CHUNKS_THAT_FIT + 0.5) * CHUNK_MB * MiB)
+
+def fill_budget(draw: Draw) -> int:
+    """This grading's budget: room for ``draw.chunks_that_fit`` chunks and a half, so that the next
+    allocation fails on the stand-in (5-11 chunks of 4 or 8 MiB: the earlier fixed 8 of 4 MiB, which
+    a public message printed, is one draw among 14). Under a real GPU's memory cap the caching
+    allocator reserves whole segments, so there the count is measured (``dev.fill_capacity``)."""
+    return int((draw.chunks_that_fit + 0.5) * draw.chunk_mb * MiB)
 MESSAGES = {
     "ex4.oom_not_caught": {
         "vi": "Lỗi hết bộ nhớ thoát ra khỏi fill_until_oom(): bắt torch.OutOfMemoryError (torch.cuda.OutOfMemoryError) "
@@ -26,9 +29,9 @@ MESSAGES = {
 }
 
 
-def fill_devices(devices: Callable[..., list[Device]]) -> list[Device]:
-    """The devices fill_until_oom is graded on, each under FILL_BUDGET."""
-    return devices("cuda", "mps", budget_bytes=FILL_BUDGET, typed_oom=True, real_ok=lambda mode: mode != "mps")
+def fill_devices(devices: Callable[..., list[Device]], draw: Draw) -> list[Device]:
+    """The devices fill_until_oom is graded on, each under this grading's ``fill_budget``."""
+    return devices("cuda", "mps", budget_bytes=fill_budget(draw), typed_oom=True, real_ok=lambda mode: mode != "mps")
 
 
 def is_oom(raised: LearnerRaised) -> bool:
@@ -36,11 +39,11 @@ def is_oom(raised: LearnerRaised) -> bool:
     return "OutOfMemoryError" in raised.exc_text or "out of memory" in raised.exc_text
 
 
-def run_fill(ex4: LearnerModule, dev: Device) -> tuple[object, int]:
+def run_fill(ex4: LearnerModule, dev: Device, draw: Draw) -> tuple[object, int]:
     """Call fill_until_oom (inside ``with dev:``); return its result and the live bytes once it returned."""
     baseline = dev.live_bytes()
     try:
-        count = ex4.fill_until_oom(dev.device, chunk_mb=CHUNK_MB)
+        count = ex4.fill_until_oom(dev.device, chunk_mb=draw.chunk_mb)
     except LearnerRaised as raised:
         if is_oom(raised):
             fail("ex4.oom_not_caught", device=dev.label, error=cut(raised.exc_text, 160))

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from grader.checks.ex4_oom.workload import BATCH, same_as_full_batch, step
 from grader.judge.api import Device, LearnerModule, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại \"Cách giải quyết\": chỉ giảm batch khi cần.",
@@ -20,10 +21,11 @@ MESSAGES = {
 }
 
 
-def test_backoff_full_batch_when_it_fits(ex4: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+def test_backoff_full_batch_when_it_fits(ex4: LearnerModule, devices: Callable[..., list[Device]],
+                                         draw: Draw) -> None:
     for dev in devices("cpu", "cuda"):
         with dev:
-            loss, micro, state = step(ex4, dev, None)
+            loss, micro, state = step(ex4, dev, None, draw.ex4_seed)
         if micro != BATCH:
             fail("ex4.shrinks_without_oom", device=dev.label, got=micro, batch=BATCH)
-        same_as_full_batch(dev, state, loss)
+        same_as_full_batch(dev, state, loss, draw.ex4_seed)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from grader.checks.ex4_oom.workload import BATCH, budget_forcing_backoff, halvings, same_as_full_batch, step
 from grader.judge.api import Device, LearnerModule, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại snippet gradient accumulation, và nghĩ về micro-batch cuối nhỏ hơn.",
@@ -27,14 +28,15 @@ MESSAGES = {
 }
 
 
-def test_backoff_matches_full_batch(ex4: LearnerModule, devices: Callable[..., list[Device]]) -> None:
-    budget = budget_forcing_backoff()
+def test_backoff_matches_full_batch(ex4: LearnerModule, devices: Callable[..., list[Device]],
+                                    draw: Draw) -> None:
+    budget = budget_forcing_backoff(draw.ex4_seed)
     for dev in devices("cpu", "cuda"):
         with dev:
-            loss, micro, state = step(ex4, dev, budget)
+            loss, micro, state = step(ex4, dev, budget, draw.ex4_seed)
         if not isinstance(micro, int) or not 1 <= micro < BATCH:
             fail("ex4.micro_not_reduced", device=dev.label, got=micro, batch=BATCH)
         if micro not in halvings(BATCH):
             fail("ex4.micro_not_halved", device=dev.label, got=micro, batch=BATCH,
                  halves=", ".join(map(str, sorted(halvings(BATCH), reverse=True)[:4])))
-        same_as_full_batch(dev, state, loss)
+        same_as_full_batch(dev, state, loss, draw.ex4_seed)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from grader.judge.api import Device, LearnerModule, LearnerRaised, fail
+from grader.reference.draws import Draw
 from grader.reference.problems import NOT_OOM
 
 HINT = {
@@ -21,10 +22,11 @@ MESSAGES = {
               "a smaller micro-batch: catch only torch.OutOfMemoryError and let other errors through.",
     },
 }
-def test_backoff_reraises_other_errors(ex4: LearnerModule, devices: Callable[..., list[Device]]) -> None:
+def test_backoff_reraises_other_errors(ex4: LearnerModule, devices: Callable[..., list[Device]],
+                                       draw: Draw) -> None:
     for dev in devices("cpu"):
         with dev:
-            model, inputs, targets, optimizer = dev.build("ex4.problem")
+            model, inputs, targets, optimizer = dev.build("ex4.problem", draw.ex4_seed)
             (breaks_once,) = dev.build("loss.breaks_once")  # a RuntimeError that is not an OOM, once
             try:
                 ex4.train_step_with_backoff(model, inputs, targets, breaks_once, optimizer)

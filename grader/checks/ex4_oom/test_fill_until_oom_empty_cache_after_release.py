@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex4_oom.budget import CHUNK_MB, fill_devices, run_fill
+from grader.checks.ex4_oom.budget import fill_devices, run_fill
 from grader.judge.api import Device, LearnerModule, MiB, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại mục \"Giải phóng cache\": empty_cache() giải phóng được gì và không được gì.",
@@ -29,14 +30,15 @@ MESSAGES = {
 }
 
 
-def test_fill_until_oom_empty_cache_after_release(ex4: LearnerModule, devices: Callable[..., list[Device]]) -> None:
-    for dev in fill_devices(devices):
+def test_fill_until_oom_empty_cache_after_release(ex4: LearnerModule, devices: Callable[..., list[Device]],
+                                                  draw: Draw) -> None:
+    for dev in fill_devices(devices, draw):
         with dev:
             baseline = dev.live_bytes()
-            run_fill(ex4, dev)
+            run_fill(ex4, dev, draw)
             calls = [e for e in dev.events if e.kind == "empty_cache"]
         if not calls:
             fail("ex4.no_empty_cache", device=dev.label)
-        if all(e.live_bytes - baseline >= CHUNK_MB * MiB for e in calls):
+        if all(e.live_bytes - baseline >= draw.chunk_mb * MiB for e in calls):
             fail("ex4.empty_cache_while_referenced", device=dev.label,
                  mib=f"{(calls[-1].live_bytes - baseline) / MiB:.0f}")

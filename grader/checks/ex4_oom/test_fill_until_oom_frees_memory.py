@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex4_oom.budget import CHUNK_MB, fill_devices, run_fill
+from grader.checks.ex4_oom.budget import fill_devices, run_fill
 from grader.judge.api import Device, LearnerModule, MiB, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại nguyên nhân OOM số 4: giữ reference dư.",
@@ -21,9 +22,10 @@ MESSAGES = {
 }
 
 
-def test_fill_until_oom_frees_memory(ex4: LearnerModule, devices: Callable[..., list[Device]]) -> None:
-    for dev in fill_devices(devices):
+def test_fill_until_oom_frees_memory(ex4: LearnerModule, devices: Callable[..., list[Device]],
+                                     draw: Draw) -> None:
+    for dev in fill_devices(devices, draw):
         with dev:
-            _, still_live = run_fill(ex4, dev)
-        if still_live >= CHUNK_MB * MiB:
+            _, still_live = run_fill(ex4, dev, draw)
+        if still_live >= draw.chunk_mb * MiB:
             fail("ex4.memory_not_freed", device=dev.label, mib=f"{still_live / MiB:.0f}")

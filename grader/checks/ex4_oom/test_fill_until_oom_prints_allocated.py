@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from grader.checks.ex4_oom.budget import fill_devices, run_fill
 from grader.judge.api import Device, LearnerModule, fail
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại mục bộ nhớ: memory_allocated.",
@@ -21,9 +22,10 @@ MESSAGES = {
 }
 
 
-def test_fill_until_oom_prints_allocated(ex4: LearnerModule, devices: Callable[..., list[Device]]) -> None:
-    for dev in fill_devices(devices):
+def test_fill_until_oom_prints_allocated(ex4: LearnerModule, devices: Callable[..., list[Device]],
+                                         draw: Draw) -> None:
+    for dev in fill_devices(devices, draw):
         with dev:
-            run_fill(ex4, dev)
+            run_fill(ex4, dev, draw)
         if not re.search(r"\d", dev.printed):
             fail("ex4.no_print", device=dev.label)

@@ -8,7 +8,9 @@ from collections.abc import Callable
 import torch
 
 from grader.checks.ex5_amp.workload import train
-from grader.judge.api import Device, Hello, LearnerModule, fail, runs_amp
+from grader.judge.api import Built, Device, Hello, LearnerModule, Tampered, fail, runs_amp
+from grader.reference.draws import Draw
+from grader.reference.problems import ex5_problem
 
 HINT = {
     "vi": "Đọc lại bài tập 5: so sánh peak memory với bản FP32.",
@@ -21,6 +23,12 @@ MESSAGES = {
         "en": "Mixed precision used {amp} MiB at peak vs {fp32} MiB in FP32 (ratio {ratio}): autocast should run the "
               "forward pass in 16-bit.",
     },
+    "ex5.amp_nothing_measured": {
+        "vi": "train_steps() không giữ tensor nào khi chạy FP32 một bước: nó phải train model (forward, loss, "
+              "backward, step) thì mới đo được bộ nhớ.",
+        "en": "train_steps() held no tensor while it ran one FP32 step: it must train the model (forward, loss, "
+              "backward, step) for its memory to be measured.",
+    },
 }
 # Peak live bytes under AMP / FP32, one step of a 4096x64-256-256-10 MLP with Adam, measured
 # here with the reference solution: 0.548 (bf16 and fp16; 9.0 vs 16.5 MiB) on the CUDA and MPS
@@ -29,19 +37,48 @@ MESSAGES = {
 AMP_PEAK_RATIO = 0.85
 
 
-def _peak(ex5: LearnerModule, dev: Device, dtype: torch.dtype | None) -> int:
+PROBLEM = (4096, 64, 256)
+
+
+def _floor() -> int:
+    """The least one training step holds live, whatever its precision: a gradient for every parameter
+    (float32, as the parameters: autocast leaves them so), made during the call. A smaller peak was
+    not measured: the meter was rewritten (the judge computes this from the problem, 332 KiB)."""
+    model, _, _ = ex5_problem(*PROBLEM)
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def _stepped(dev: Device, model: Built, seed: int) -> bool:
+    """Whether the optimizer changed the model (read back from the learner process, against the same
+    start built here): only then did its gradients exist. A loop that never steps holds nothing, and
+    a peak of 0 is then the truth, not a forgery."""
+    state = dev.inspect(model)
+    start, _, _ = ex5_problem(*PROBLEM, 10, seed)
+    mine, theirs = list(state["params"]), list(start.parameters())
+    if len(mine) != len(theirs):
+        return False
+    return any(a.shape != b.shape or not torch.equal(a.detach().float(), b.detach())
+               for a, b in zip(mine, theirs, strict=True))
+
+
+def _peak(ex5: LearnerModule, dev: Device, dtype: torch.dtype | None, seed: int) -> int:
     """The peak of live tensors during one step (inside ``with dev:``), measured in the learner process."""
-    problem = dev.build("ex5.problem", 4096, 64, 256)
+    problem = dev.build("ex5.problem", *PROBLEM, 10, seed)
     with dev.instruments(meter=True) as figures:
         train(ex5, dev, problem, 1, dtype)
+    if figures.peak < _floor() and _stepped(dev, problem[0], seed):
+        raise Tampered(f"a peak of {figures.peak} bytes for a step whose gradients alone take {_floor()}")
     return figures.peak
 
 
-def test_amp_saves_memory(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello) -> None:
+def test_amp_saves_memory(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello,
+                          draw: Draw) -> None:
     for dev in devices("cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.bfloat16)):
         with dev:
-            fp32 = _peak(ex5, dev, None)
-            amp = _peak(ex5, dev, torch.bfloat16)
+            fp32 = _peak(ex5, dev, None, draw.ex5_seed)
+            amp = _peak(ex5, dev, torch.bfloat16, draw.ex5_seed)
+        if fp32 == 0:  # nothing trained (a loop that returns made-up losses): no saving to see
+            fail("ex5.amp_nothing_measured", device=dev.label)
         if amp > AMP_PEAK_RATIO * fp32:
             fail("ex5.amp_no_memory_saving", device=dev.label, amp=f"{amp / 2**20:.1f}", fp32=f"{fp32 / 2**20:.1f}",
                  ratio=f"{amp / fp32:.2f}")

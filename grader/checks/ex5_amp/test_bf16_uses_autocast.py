@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.ex5_amp.workload import SMALL, reduced_matmuls, train
+from grader.checks.ex5_amp.workload import really_reduced, small, train
 from grader.judge.api import Device, Hello, LearnerModule, fail, runs_amp
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại mục \"Mixed precision\": autocast bọc forward pass.",
@@ -17,9 +18,10 @@ HINT = {
 STEPS = 2
 
 
-def test_bf16_uses_autocast(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello) -> None:
+def test_bf16_uses_autocast(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello,
+                  draw: Draw) -> None:
     for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.bfloat16)):
         with dev:
-            train(ex5, dev, dev.build("ex5.problem", *SMALL), STEPS, torch.bfloat16)
-        if reduced_matmuls(dev, torch.bfloat16) == 0:
+            losses = train(ex5, dev, dev.build("ex5.problem", *small(draw)), STEPS, torch.bfloat16)
+        if really_reduced(dev, torch.bfloat16, losses, small(draw)) == 0:
             fail("ex5.no_autocast", device=dev.label, dtype="bfloat16")

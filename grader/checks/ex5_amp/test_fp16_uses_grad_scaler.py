@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.ex5_amp.workload import SMALL, reduced_matmuls, train
+from grader.checks.ex5_amp.workload import really_reduced, small, train
 from grader.judge.api import Device, Hello, LearnerModule, fail, runs_amp
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại: FP16 cần GradScaler, BF16 thì không.",
@@ -33,11 +34,12 @@ MESSAGES = {
 STEPS = 2
 
 
-def test_fp16_uses_grad_scaler(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello) -> None:
+def test_fp16_uses_grad_scaler(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello,
+                  draw: Draw) -> None:
     for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.float16)):
         with dev, dev.instruments(watch_amp=True) as calls:
-            train(ex5, dev, dev.build("ex5.problem", *SMALL), STEPS, torch.float16)
-        if reduced_matmuls(dev, torch.float16) == 0:
+            losses = train(ex5, dev, dev.build("ex5.problem", *small(draw)), STEPS, torch.float16)
+        if really_reduced(dev, torch.float16, losses, small(draw)) == 0:
             fail("ex5.no_autocast", device=dev.label, dtype="float16")
         if min(calls.scale, calls.step, calls.update) < STEPS and calls.disabled:
             fail("ex5.scaler_disabled", device=dev.label, disabled=calls.disabled)

@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.ex5_amp.workload import SMALL, train
+from grader.checks.ex5_amp.workload import small, train
 from grader.judge.api import Device, Hello, LearnerModule, fail, runs_amp
+from grader.reference.draws import Draw
 
 HINT = {
     "vi": "Đọc lại: torch.cuda.amp.autocast() đã deprecated.",
@@ -22,9 +23,10 @@ MESSAGES = {
 }
 
 
-def test_modern_amp_api(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello) -> None:
+def test_modern_amp_api(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello,
+                  draw: Draw) -> None:
     for dev in devices("cpu", "cuda", real_ok=lambda mode: runs_amp(hello, mode, torch.float16)):
         with dev, dev.instruments(watch_amp=True) as calls:
-            train(ex5, dev, dev.build("ex5.problem", *SMALL), 1, torch.float16)
+            train(ex5, dev, dev.build("ex5.problem", *small(draw)), 1, torch.float16)
         if calls.deprecated:
             fail("ex5.deprecated_amp", device=dev.label, api=", ".join(sorted(set(calls.deprecated))))

@@ -3,13 +3,22 @@ several of its checks share."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from grader.judge.api import Built, Device, LearnerModule, LearnerRaised, fail, is_number
+from grader.judge.api import Built, Device, LearnerModule, LearnerRaised, Tampered, device_of, fail, is_number
+from grader.reference.draws import Draw
 from grader.reference.problems import ex5_problem, ex5_reference_fp32
 
 PLACEMENT_ERROR = "Expected all tensors to be on the same device"
-SMALL = (64, 8, 32, 3)  # ex5.problem's batch, features, hidden, classes for the quick checks
+SMALL = (64, 8, 32, 3)  # ex5.problem's batch, features, hidden, classes for the quick checks (measured at)
+
+
+def small(draw: Draw) -> tuple[int, ...]:
+    """This grading's quick problem: SMALL with the drawn batch (48-80) and weights and data from the
+    drawn seed, so that no loss an earlier grading printed answers it."""
+    return (draw.ex5_batch, *SMALL[1:], draw.ex5_seed)
 MESSAGES = {
     "ex5.data_not_moved": {
         "vi": "Một tensor và model ở hai device khác nhau ({where}): chuyển cả inputs và targets — inputs = "
@@ -63,7 +72,7 @@ def train(ex5: LearnerModule, dev: Device, problem: tuple[Built, ...], steps: in
         losses = ex5.train_steps(model, inputs, targets, dev.device, steps=steps, amp_dtype=amp_dtype)
     except LearnerRaised as raised:
         if PLACEMENT_ERROR in raised.exc_text:
-            where = dev.inspect(model)["device"]
+            where = model_device(dev, model)
             if where != dev.device.type:
                 fail("ex5.model_not_moved", got=where, expected=dev.device.type)
             fail("ex5.data_not_moved", where=raised.where)
@@ -82,3 +91,36 @@ def train(ex5: LearnerModule, dev: Device, problem: tuple[Built, ...], steps: in
 def reduced_matmuls(dev: Device, dtype: torch.dtype) -> int:
     """How many matmuls ran in ``dtype`` (bfloat16, float16) on ``dev``."""
     return sum(1 for e in dev.events if e.kind == "matmul" and e.dtype == str(dtype))
+
+
+# Two observations of one fact: matmuls that really ran in 16 bits move the losses off FP32's. Measured
+# (the reference loop, SMALL, 2-3 steps; largest relative gap over the steps): CPU float16 7.3e-6,
+# CPU bfloat16 3.4e-5, the CUDA/MPS stand-ins' float16 8.4e-5 and bfloat16 5.1e-4; the same FP32
+# loop again: 0 (the same kernels, bit for bit). Below 1e-7 — one float32 ulp — the losses are FP32's.
+FP32_OWN = 1e-7
+
+
+def really_reduced(dev: Device, dtype: torch.dtype, losses: list[float], problem: tuple[int, ...]) -> int:
+    """The matmuls the events say ran in ``dtype``, checked against the losses: events that claim
+    16-bit products beside losses that are exactly FP32's, from the same start, are Tampered."""
+    claimed = reduced_matmuls(dev, dtype)
+    if claimed:
+        fp32 = reference_fp32(problem, len(losses))
+        if max(abs(got - want) / max(abs(want), 1e-12) for got, want in zip(losses, fp32, strict=True)) < FP32_OWN:
+            raise Tampered(f"{claimed} matmuls in {dtype} whose losses are exactly FP32's")
+    return claimed
+
+
+def model_device(dev: Device, model: Built, *, trained: bool = False) -> str:
+    """Where the model ended up, read back from the learner process: the device its parameters came
+    back tagged with must be the one it names (two observations), and a model that ``trained`` on an
+    accelerator ran its products there (a third), else Tampered."""
+    state: dict[str, Any] = dev.inspect(model)
+    where = state["device"]
+    tags = {device_of(p) for p in state["params"]}
+    if tags and tags != {where}:
+        raise Tampered(f"a model said to be on {where} whose parameters are on {', '.join(sorted(tags))}")
+    products = any(e.kind == "matmul" and e.device == where for e in dev.events)
+    if trained and where == dev.device.type != "cpu" and not products:
+        raise Tampered(f"a model on {where} that ran no product there")
+    return str(where)
