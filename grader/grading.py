@@ -22,7 +22,14 @@ from grader.run.isolation import probe
 from grader.run.launch import ExecLauncher, Launcher
 from grader.run.sandbox import run_checks
 from grader.score.results import CheckOutcome, DeviceInfo, IsolationInfo, Report, TopLevelStop
-from grader.score.scoring import absent_outcome, build_report, explain_missing, problem_outcome, top_level_stops
+from grader.score.scoring import (
+    absent_outcome,
+    build_report,
+    explain_missing,
+    never_named,
+    problem_outcome,
+    top_level_stops,
+)
 from grader.wire.messages import RequestedDevice
 
 UNKNOWN_DEVICE = DeviceInfo("unknown", "unknown", "unknown")
@@ -67,7 +74,7 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
         run = run_checks(sources, to_run, device=device, limits=limits, launcher=launcher, seed=seed)
-        outcomes.update(explain_missing(run.outcomes, submission, run.stops))
+        outcomes.update(never_named(explain_missing(run.outcomes, submission, run.stops), chosen, submission))
         top_level = top_level_stops(submission, run.stops, lang, limits)
         device_info = run.device or UNKNOWN_DEVICE
         notes = (*run.notes, "wall_clock_limit") if run.out_of_time else run.notes

@@ -152,6 +152,20 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: s
     return folder
 
 
+# The fixtures that grade a whole class once for many tests (a session or a module's): the first test
+# to ask builds it in its own setup, and a second xdist worker asking meanwhile waits for it. Under
+# load (two gradings beside the suite, load 16 on 2 cores) the notebooks' batch took 222 s and the
+# catalog's more, past the 300 s that pyproject.toml gives a test to catch a hang: such a test gets
+# the bound its batch has (run_cli's timeout below). A bound, never a measure of speed.
+CLASS_FIXTURES = frozenset({"graded_class", "roster_class", "final_grades", "harness_class"})
+CLASS_TIMEOUT_S = 1800
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if CLASS_FIXTURES & set(getattr(item, "fixturenames", ())):
+        item.add_marker(pytest.mark.timeout(CLASS_TIMEOUT_S))
+
+
 def class_learners() -> dict[str, Path]:
     """Learner name -> submission, for every known submission: the correct styles (a folder), the
     one-mistake files (a folder holding that exercise's file) and the notebook catalog (a file)."""
@@ -181,7 +195,7 @@ def graded_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Ca
                     cls.mkdir(parents=True, exist_ok=True)
                     shutil.copy(path, cls / f"{name}{path.suffix}")
             proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--lang", "en", "--quiet",
-                           timeout=1800)
+                           timeout=CLASS_TIMEOUT_S)
             assert proc.returncode == 0, proc.stderr
 
     def report(name: str) -> Graded:
@@ -204,6 +218,6 @@ def roster_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> ca
             shutil.rmtree(root, ignore_errors=True)
             submissions, roster = canvas_class.build(root)
             proc = run_cli("batch", str(submissions), "-o", str(out), "--roster", str(roster), "--workers", "2",
-                           "--quiet", timeout=1800)
+                           "--quiet", timeout=CLASS_TIMEOUT_S)
             assert proc.returncode == 0, proc.stderr
     return canvas_class.RosterClass(root / "submissions", root / "roster.csv", out)

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.conftest import MODULES, SOLUTIONS, STUBS, Graded
+from tests.conftest import MODULES, SOLUTIONS, STUBS, Graded, run_cli
 from tests.submissions.catalog import CORRECT_STYLES
 
 
@@ -23,19 +24,26 @@ def test_correct_style_scores_100(style: str, graded_class: Callable[[str], Grad
     assert all(graded.exercise(ex)["status"] == "passed" for ex in MODULES)
 
 
-def test_solutions_score_100_with_grader_grade(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    """The README's own command, one submission exec'd (the catalog above is graded by a batch)."""
+@pytest.fixture(scope="module")
+def solutions_graded(tmp_path_factory: pytest.TempPathFactory) -> Graded:
+    """The README's own command on solutions/, one submission exec'd (the catalog above is graded by
+    a batch); graded once for the tests below, which each read its report."""
+    tmp_path = tmp_path_factory.mktemp("solutions")
     submission = tmp_path / "solutions"
     shutil.copytree(SOLUTIONS, submission)
-    graded = grade(submission)
-    assert graded.code == 0, graded.stderr
-    assert graded.report is not None and graded.report["score"] == 100.0
+    out = tmp_path / "solutions.yaml"
+    proc = run_cli("grade", str(submission), "-o", str(out), "--lang", "en")
+    report = yaml.safe_load(out.read_text(encoding="utf-8")) if out.exists() else None
+    return Graded(proc.returncode, proc.stdout, proc.stderr, report)
 
 
-def test_report_schema(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    submission = tmp_path / "solutions"
-    shutil.copytree(SOLUTIONS, submission)
-    report = grade(submission).report
+def test_solutions_score_100_with_grader_grade(solutions_graded: Graded) -> None:
+    assert solutions_graded.code == 0, solutions_graded.stderr
+    assert solutions_graded.report is not None and solutions_graded.report["score"] == 100.0
+
+
+def test_report_schema(solutions_graded: Graded) -> None:
+    report = solutions_graded.report
     assert report is not None
     assert {"score", "max_score", "device", "exercises", "grading_seconds", "lang", "learner"} <= set(report)
     assert report["learner"] == "solutions"

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 from nbformat import v4
 
-from tests.conftest import Graded, copy_solutions, course_with, folder_with, run_cli, solution_text
+from tests.conftest import CLASS_TIMEOUT_S, Graded, copy_solutions, course_with, folder_with, run_cli, solution_text
 
 CRASH_ROUNDTRIP = '''
 import os
@@ -37,10 +38,59 @@ def speedup(n, device, repeats=3):
 '''
 
 
-def test_syntax_error_is_a_result_naming_file_and_line(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    bad = tmp_path / "learner.py"
-    bad.write_text("import torch\n\ndef pick_device(:\n    return torch.device('cpu')\n", encoding="utf-8")
-    graded = grade(bad)
+def _notebook_with_magics() -> str:
+    cells = [
+        v4.new_markdown_cell("# Bài 14 — bài tập"),
+        v4.new_code_cell("%matplotlib inline\n!pip install -q torch\nfrom google.colab import drive"),
+        v4.new_code_cell("%%bash\nnvidia-smi\n"),
+        v4.new_code_cell(solution_text("ex1") + "\n# Vietnamese: thiết bị\nprint(pick_device())"),
+        v4.new_code_cell(solution_text("ex3")),
+        v4.new_code_cell("torch.cuda?"),
+    ]
+    return str(nbformat.writes(v4.new_notebook(cells=cells)))
+
+
+WRONG_EX1 = "import torch\n\ndef pick_device():\n    return 'cpu'\n\ndef describe_device(device):\n    return {}\n"
+
+
+@pytest.fixture(scope="module")
+def harness_class(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Callable[[str], Graded]]:
+    """Every submission below that the course grades as it is, graded by one ``grader batch
+    --workers 2`` (each sandbox forked from a warm server), as a class: one exec'd ``grader grade``
+    each cost two fresh Pythons importing torch. Returns the class folder and learner -> report
+    (with the batch's exit code and output)."""
+    root = tmp_path_factory.mktemp("harness")
+    cls = root / "class"
+    cls.mkdir()
+    (cls / "learner.py").write_text("import torch\n\ndef pick_device(:\n    return torch.device('cpu')\n",
+                                    encoding="utf-8")
+    (cls / "bai14.ipynb").write_text(_notebook_with_magics(), encoding="utf-8")
+    (cls / "broken.ipynb").write_text('{"cells": [', encoding="utf-8")
+    bom = "# Bài tập — thiết bị\r\n" + solution_text("ex1").replace("\n", "\r\n")
+    (cls / "bom").mkdir()
+    (cls / "bom" / "ex1_device.py").write_bytes(b"\xef\xbb\xbf" + bom.encode("utf-8"))
+    crashy = copy_solutions(cls, "crashy", only=("ex1", "ex5"))
+    (crashy / "ex3_roundtrip.py").write_text(CRASH_ROUNDTRIP, encoding="utf-8")
+    (crashy / "ex2_timing.py").write_text(SEGFAULT_TIMING, encoding="utf-8")
+    exits = copy_solutions(cls, "exits", only=("ex1",))
+    (exits / "ex3_roundtrip.py").write_text("import os\nos._exit(3)\n\n" + solution_text("ex3"), encoding="utf-8")
+    for name, attack in FORGERIES.items():
+        folder_with(cls, name, {"ex1_device": WRONG_EX1 + "\n" + attack})
+    folder_with(cls, "patcher", {"ex1_device": solution_text("ex1") + FORGERIES["patches_pytest"]})
+    out = root / "out"
+    proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--lang", "en", "--quiet",
+                   timeout=CLASS_TIMEOUT_S)
+
+    def report(name: str) -> Graded:
+        path = out / f"{name}.yaml"
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+        return Graded(proc.returncode, proc.stdout, proc.stderr, data)
+
+    return root, report
+
+
+def test_syntax_error_is_a_result_naming_file_and_line(harness_class: tuple[Path, Callable[[str], Graded]]) -> None:
+    graded = harness_class[1]("learner")
     assert graded.code == 0
     assert graded.report is not None and graded.report["score"] == 0.0
     check = graded.check("ex1.pick_device_returns_device")
@@ -50,18 +100,8 @@ def test_syntax_error_is_a_result_naming_file_and_line(tmp_path: Path, grade: Ca
     assert [(s["where"], s["kind"]) for s in graded.report["top_level"]] == [("learner.py, line 3", "syntax_error")]
 
 
-def test_notebook_with_magics_and_colab_imports(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    cells = [
-        v4.new_markdown_cell("# Bài 14 — bài tập"),
-        v4.new_code_cell("%matplotlib inline\n!pip install -q torch\nfrom google.colab import drive"),
-        v4.new_code_cell("%%bash\nnvidia-smi\n"),
-        v4.new_code_cell(solution_text("ex1") + "\n# Vietnamese: thiết bị\nprint(pick_device())"),
-        v4.new_code_cell(solution_text("ex3")),
-        v4.new_code_cell("torch.cuda?"),
-    ]
-    notebook = tmp_path / "bai14.ipynb"
-    notebook.write_text(nbformat.writes(v4.new_notebook(cells=cells)), encoding="utf-8")
-    graded = grade(notebook)
+def test_notebook_with_magics_and_colab_imports(harness_class: tuple[Path, Callable[[str], Graded]]) -> None:
+    graded = harness_class[1]("bai14")
     assert graded.code == 0, graded.stderr
     assert graded.report is not None and graded.report["learner"] == "bai14"
     assert graded.exercise("ex1")["status"] == "passed"
@@ -69,29 +109,20 @@ def test_notebook_with_magics_and_colab_imports(tmp_path: Path, grade: Callable[
     assert graded.exercise("ex2")["status"] == "not_attempted"
 
 
-def test_broken_notebook_json_is_a_result(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    notebook = tmp_path / "broken.ipynb"
-    notebook.write_text('{"cells": [', encoding="utf-8")
-    graded = grade(notebook)
+def test_broken_notebook_json_is_a_result(harness_class: tuple[Path, Callable[[str], Graded]]) -> None:
+    graded = harness_class[1]("broken")
     assert graded.code == 0
     assert graded.report is not None and graded.report["score"] == 0.0
     assert "broken.ipynb" in graded.check("ex1.pick_device_returns_device")["message"]
 
 
-def test_bom_crlf_vietnamese_source(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    text = "# Bài tập — thiết bị\r\n" + solution_text("ex1").replace("\n", "\r\n")
-    folder = tmp_path / "bom"
-    folder.mkdir()
-    (folder / "ex1_device.py").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
-    graded = grade(folder)
+def test_bom_crlf_vietnamese_source(harness_class: tuple[Path, Callable[[str], Graded]]) -> None:
+    graded = harness_class[1]("bom")
     assert graded.exercise("ex1")["status"] == "passed"
 
 
-def test_crash_in_one_exercise_spares_the_others(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    folder = copy_solutions(tmp_path, "crashy", only=("ex1", "ex5"))
-    (folder / "ex3_roundtrip.py").write_text(CRASH_ROUNDTRIP, encoding="utf-8")
-    (folder / "ex2_timing.py").write_text(SEGFAULT_TIMING, encoding="utf-8")
-    graded = grade(folder)
+def test_crash_in_one_exercise_spares_the_others(harness_class: tuple[Path, Callable[[str], Graded]]) -> None:
+    graded = harness_class[1]("crashy")
     assert graded.code == 0, graded.stderr
     assert graded.exercise("ex1")["status"] == "passed"
     assert graded.exercise("ex5")["status"] == "passed"
@@ -103,11 +134,8 @@ def test_crash_in_one_exercise_spares_the_others(tmp_path: Path, grade: Callable
     assert graded.check("ex3.to_numpy_cpu")["status"] == "passed"
 
 
-def test_exit_at_top_level_is_recorded_and_the_rest_runs(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    folder = copy_solutions(tmp_path, "exits", only=("ex1",))
-    (folder / "ex3_roundtrip.py").write_text(
-        "import os\nos._exit(3)\n\n" + solution_text("ex3"), encoding="utf-8")
-    graded = grade(folder)
+def test_exit_at_top_level_is_recorded_and_the_rest_runs(harness_class: tuple[Path, Callable[[str], Graded]]) -> None:
+    graded = harness_class[1]("exits")
     assert graded.exercise("ex1")["status"] == "passed"
     # The statement that ended the process is skipped by the next process; the functions after it count.
     assert graded.exercise("ex3")["status"] == "passed"
@@ -146,23 +174,22 @@ FORGERIES = {
 }
 
 
-def test_forgeries_do_not_raise_the_score(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    wrong = "import torch\n\ndef pick_device():\n    return 'cpu'\n\ndef describe_device(device):\n    return {}\n"
-    for name, attack in FORGERIES.items():
-        folder = folder_with(tmp_path, name, {"ex1_device": wrong + "\n" + attack})
-        graded = grade(folder)
+def test_forgeries_do_not_raise_the_score(harness_class: tuple[Path, Callable[[str], Graded]]) -> None:
+    root, graded_as = harness_class
+    for name in FORGERIES:
+        graded = graded_as(name)
         assert graded.code == 0, (name, graded.stderr)
         assert graded.report is not None
         assert graded.exercise("ex1")["score"] == 0.0, (name, graded.exercise("ex1"))
         assert graded.report["score"] == 0.0, name
-    assert not (tmp_path / "report.yaml").exists() or "100" not in (tmp_path / "report.yaml").read_text()
+    for folder in (root, root / "class", root / "out"):
+        assert not (folder / "report.yaml").exists() or "100" not in (folder / "report.yaml").read_text()
 
 
-def test_patching_pytest_in_the_learner_process_changes_nothing(tmp_path: Path,
-                                                                 grade: Callable[..., Graded]) -> None:
+def test_patching_pytest_in_the_learner_process_changes_nothing(
+        harness_class: tuple[Path, Callable[[str], Graded]]) -> None:
     """The checks run in the judge: the pytest a learner's file can patch is not the one that decides."""
-    folder = folder_with(tmp_path, "patcher", {"ex1_device": solution_text("ex1") + FORGERIES["patches_pytest"]})
-    graded = grade(folder)
+    graded = harness_class[1]("patcher")
     assert graded.report is not None
     assert graded.exercise("ex1")["score"] == 20.0, graded.exercise("ex1")
     assert "tampering" not in graded.report["notes"]

@@ -109,14 +109,20 @@ WALL_CLOCK_S = 25
 
 def _measured(*args: str) -> tuple[subprocess.CompletedProcess[str], int, int]:
     """``grader ARGS`` in a fresh interpreter that then prints its own peak memory and its
-    children's (judges, learner processes, fork servers: every waited-for descendant), in bytes."""
+    children's (judges, learner processes, fork servers: every waited-for descendant), in bytes.
+
+    Its own peak is VmHWM, the high-water mark of its own address space, not ``ru_maxrss`` of
+    RUSAGE_SELF: Linux carries a process's ``maxrss`` across ``execve`` from the address space it
+    replaced (``setmax_mm_hiwater_rss`` in exec_mmap), which for a child vforked by this pytest
+    process is this process's own. An xdist worker that had imported torch for an earlier test made
+    the grader's "own" peak 385 MB (46 MB run alone); VmHWM is the exec'd interpreter's alone."""
     wrapper = (
         "import resource, runpy, sys\n"
         f"sys.argv = ['grader', *{list(args)!r}]\n"
         "try:\n    runpy.run_module('grader', run_name='__main__', alter_sys=True)\n"
         "except SystemExit as exc:\n    code = exc.code\n"
-        "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-        " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+        "own = next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+        "print('PEAK', own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
         "sys.exit(code)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

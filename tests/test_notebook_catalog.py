@@ -19,7 +19,7 @@ import yaml
 from grader.commands.selfcheck import grade_public, write_session_notebook
 from grader.course import load_course
 from grader.outputs.report import as_dict
-from tests.conftest import Graded, course_with, run_cli
+from tests.conftest import CLASS_TIMEOUT_S, Graded, built_once, course_with, run_cli
 from tests.notebooks.catalog import CASES, NotebookCase
 
 PUBLIC = {c.id for c in load_course().checks if c.visibility == "public"}
@@ -88,8 +88,33 @@ def _history(case: NotebookCase) -> list[str]:
     return ["", *("".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells)]
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.path.suffix == ".ipynb"], ids=lambda c: c.file)
-def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path) -> None:
+NOTEBOOKS = [c for c in CASES if c.path.suffix == ".ipynb"]
+
+
+@pytest.fixture(scope="session")
+def final_grades(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """Every catalog notebook's final grade at a 5 s cell limit, graded once for the whole test run
+    as an instructor grades a class (``grader batch --workers 2``, each sandbox forked from a warm
+    server). Nine exec'd ``grader grade`` runs each paid two fresh Pythons importing torch and
+    torch._dynamo (the judge and the learner process: 5 s of CPU of the 12.5 s that one of these
+    notebooks cost, measured here), which the batch's servers import once. Returns the folder
+    holding the course.yaml and the reports."""
+    def build(folder: Path) -> None:
+        course = course_with(folder, {"cell_timeout_s: 10": "cell_timeout_s: 5"})
+        cls = folder / "class"
+        cls.mkdir()
+        for case in NOTEBOOKS:
+            (cls / case.path.name).write_bytes(case.path.read_bytes())
+        proc = run_cli("batch", str(cls), "-o", str(folder / "reports"), "--workers", "2", "--lang", "en", "--quiet",
+                       "--course", str(course), timeout=CLASS_TIMEOUT_S)
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+    return built_once(tmp_path_factory, worker_id, "notebook-final-grades", build)
+
+
+@pytest.mark.parametrize("case", NOTEBOOKS, ids=lambda c: c.file)
+def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path, final_grades: Path) -> None:
     """grader.check() replays the session's cells (here: the notebook's, Run all's order) through
     its own path — the history written as a notebook, graded with the public checks — and the final
     grade runs the saved file: the same loader and runner, so the public checks agree, and so do
@@ -98,17 +123,30 @@ def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path) ->
     CI on 2 cores: with a 2 s limit a colab_stub_first cell, with 5 s a jupyter_local_cpu cell); a
     stopped cell costs nothing, so what must agree is the checks' statuses and every other stop.
     (A 5 s cell limit on both sides: this is about the pipelines, not the limit.)"""
-    course_file = course_with(tmp_path, {"cell_timeout_s: 10": "cell_timeout_s: 5"})
-    final = graded(case.path, tmp_path / "final.yaml", "--lang", "en", "--course", str(course_file))
+    final: dict[str, Any] = yaml.safe_load((final_grades / "reports" / f"{case.path.stem}.yaml").read_text(
+        encoding="utf-8"))
     session = write_session_notebook(_history(case), tmp_path)
-    course = load_course(course_file)
+    course = load_course(final_grades / "course.yaml")
     own = as_dict(grade_public(session, course, course.exercise_ids, lang="en"))
     assert statuses(own) == statuses(final, PUBLIC), (not_passed(own), not_passed(final), final["top_level"])
 
-    def stopped(report: dict[str, Any]) -> Counter[str]:
-        return Counter(s["kind"] for s in report["top_level"] if s["kind"] != "timeout")
+    # A cell cut by its limit on one side only leaves the names it would have made undefined there,
+    # and the later cells that use them stop with a NameError on that side only. Seen under load 16:
+    # kaggle_saved_version's In [6] (`device = ...`, `optimizer = torch.optim.Adam(...)`, whose first
+    # call imports torch._dynamo) cut on the self-check's side, then seven cells "name 'device' is not
+    # defined" there; graded alone with a 0.5 s limit, the same seven.
+    # (Counted, not named: the session's cells are "In [k]" by position, the saved notebook's by its
+    # own execution counts.)
+    def timeouts(report: dict[str, Any]) -> int:
+        return sum(s["kind"] == "timeout" for s in report["top_level"])
 
-    assert stopped(own) == stopped(final)
+    same_cuts = timeouts(own) == timeouts(final)
+
+    def stopped(report: dict[str, Any]) -> Counter[str]:
+        return Counter(s["kind"] for s in report["top_level"] if s["kind"] != "timeout"
+                       and (same_cuts or not s["error"].startswith("NameError")))
+
+    assert stopped(own) == stopped(final), (own["top_level"], final["top_level"])
 
 
 def test_a_cell_limit_that_cuts_the_first_training_step_costs_nothing(tmp_path: Path) -> None:

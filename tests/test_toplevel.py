@@ -280,3 +280,24 @@ def test_a_demo_cell_cut_inside_pytorch_costs_the_training_function_nothing(tmp_
     assert [stop["kind"] for stop in report["top_level"]] == ["timeout"]
     ex5 = report["exercises"]["ex5"]
     assert ex5["score"] == ex5["max_score"] == 20.0, [(c["id"], c["status"], c["message"]) for c in ex5["checks"]]
+
+
+def test_a_wall_clock_that_runs_out_in_an_endless_top_level_leaves_what_it_never_named_not_attempted(
+        tmp_path: Path) -> None:
+    """The run's wall clock (here 2 s, shorter than the cell's own 10 s limit) runs out while the
+    top level still loops: what the load of a busy machine did to a 30 s clock in CI. An exercise
+    whose file never names its functions could only be "not attempted", whatever the clock: it says
+    so. One whose file names them (defined after the loop) was cut by the clock: a timeout."""
+    endless = "while True:\n    pass\n"
+    folder = folder_with(tmp_path, "endless", {"ex1_device": endless,
+                                               "ex3_roundtrip": endless + solution_text("ex3")})
+    course = course_with(tmp_path, {"run_timeout_s: 300": "run_timeout_s: 2"})
+    out = tmp_path / "r.yaml"
+    proc = run_cli("grade", str(folder), "-o", str(out), "--lang", "en", "--course", str(course), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = yaml.safe_load(out.read_text(encoding="utf-8"))
+    ex1, ex3 = report["exercises"]["ex1"], report["exercises"]["ex3"]
+    assert ex1["status"] == "not_attempted" and {c["status"] for c in ex1["checks"]} == {"not_attempted"}, ex1
+    assert "pick_device, describe_device" in ex1["checks"][0]["message"]
+    assert {c["status"] for c in ex3["checks"]} == {"timeout"}, ex3
+    assert "wall_clock_limit" in report["notes"]

@@ -103,6 +103,35 @@ def explain_missing(outcomes: Mapping[str, CheckOutcome], submission: Submission
     return explained
 
 
+# Why a check's time ran out before it could say more: the run's wall clock, or an import it was in.
+_OUT_OF_TIME = ("run_timeout", "import_timeout")
+
+
+def never_named(outcomes: Mapping[str, CheckOutcome], exercises: Iterable[Exercise],
+                submission: Submission) -> dict[str, CheckOutcome]:
+    """A check cut by the run's wall clock (or inside an import) is ``not_attempted``, not a
+    timeout, when no text of the submission names any of its exercise's functions: code that never
+    names a function cannot define it, so the check could only ever have said "not attempted".
+
+    Without this the verdict depended on the machine's load: a learner whose whole file is
+    ``while True: pass`` is stopped at its cell's limit (10 s), and then the judge asks for each of
+    the 35 checks' functions; with ``run_timeout_s: 30``, 17 s of the clock were spent on a machine
+    at load 6, and under heavier load (CI, two gradings beside it) the clock ran out first and the
+    checks left said ``timeout``. A name found anywhere, even in a comment or a string (code that
+    builds it), keeps the timeout: this rule only ever removes a verdict that could not be earned."""
+    texts_of = [source.text for source in submission.sources.values()]
+    changed = dict(outcomes)
+    for ex in exercises:
+        if any(re.search(rf"\b{re.escape(name)}\b", text) for name in ex.functions for text in texts_of):
+            continue
+        for check in ex.checks:
+            outcome = changed.get(check.id)
+            if outcome is not None and outcome.status == "timeout" and outcome.message_id in _OUT_OF_TIME:
+                changed[check.id] = CheckOutcome(check.id, "not_attempted", "not_attempted",
+                                                 {"function": ", ".join(ex.functions)}, "static")
+    return changed
+
+
 def exercise_status(checks: tuple[CheckResult, ...], score: float, max_score: float) -> ExerciseStatus:
     statuses = {c.status for c in checks}
     if statuses <= {"not_attempted"}:

@@ -1,0 +1,172 @@
+"""Issue 24's five targets, measured side by side in one run; prints figures, asserts nothing.
+
+    python benchmarks/targets.py [--repeats 3] [--learners 8]
+
+1. ``grader grade solutions`` <= 1.5 x a bare ``python -c "import torch"`` (wall; CPU beside it);
+2. a learner of a ``grader batch --workers 2`` class (isolation and the judge on) <= 0.5
+   import-torch core-seconds (the batch's wall x the cores it was given / learners, over one
+   ``import torch``'s CPU seconds);
+3. a learner whose ``time_matmul`` never returns <= 40 s;
+4. a notebook with demo cells (tests/notebooks/learners/colab_lesson_demos.ipynb) <= 1.5 x the same
+   functions as a ``.py`` (its definitions only, cut out of its cells here);
+5. no single check >= 0.5 s on the reference solutions (the report's per-check ``seconds``).
+
+Wall time on a machine shared with other work grows with their load; CPU time hardly does, so
+each line prints both where it can. The CPU time of processes inside bubblewrap's pid namespace
+does not reach this process (their init collects it), so CPU figures come from ``--isolation none``
+runs of the same command. The load average is printed at the start and the end: read the wall
+ratios against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+PY = sys.executable
+NOTEBOOK = ROOT / "tests" / "notebooks" / "learners" / "colab_lesson_demos.ipynb"
+HANGS = '''
+
+def time_matmul(n, device, repeats=5):  # never returns
+    while True:
+        pass
+'''
+
+
+@dataclass(frozen=True)
+class Timed:
+    wall: float
+    cpu: float  # user + sys of every process it waited for
+
+
+def timed(cmd: Sequence[str]) -> Timed:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    return Timed(wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+
+
+def median(repeats: int, cmd: Sequence[str]) -> Timed:
+    runs = [timed(cmd) for _ in range(repeats)]
+    return Timed(statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs))
+
+
+def grade(submission: Path, out: Path, *extra: str) -> list[str]:
+    return [PY, "-m", "grader", "grade", str(submission), "-o", str(out), "--quiet", "--lang", "en", *extra]
+
+
+def definitions_only(notebook: Path) -> str:
+    """The notebook's imports, functions, classes and UPPER_CASE constants, as one .py: what its
+    exercises define, without a demo cell."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    kept: list[str] = []
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:  # magics, shell lines
+            continue
+        for node in tree.body:
+            constant = isinstance(node, ast.Assign) and all(
+                isinstance(t, ast.Name) and t.id.isupper() for t in node.targets)
+            if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)) or constant:
+                kept.append(ast.get_source_segment(text, node) or "")
+    return "\n\n".join(kept) + "\n"
+
+
+def line(label: str, value: float, target: float, unit: str, detail: str) -> None:
+    verdict = "met" if value <= target else "NOT met"
+    print(f"{label:<46} {value:7.2f}{unit:<3} target <= {target:g}{unit:<3} {verdict:<8} {detail}")
+
+
+def main() -> int:  # noqa: PLR0914 - one run, many figures
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--learners", type=int, default=8)
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    print(f"machine: {cores} CPUs, load average {os.getloadavg()[0]:.2f} at start, Python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory(prefix="bench-targets-") as tmp:
+        work = Path(tmp)
+        solutions = work / "solutions"
+        shutil.copytree(ROOT / "solutions", solutions, ignore=shutil.ignore_patterns("__pycache__"))
+        report_path = work / "solutions.yaml"
+
+        torch = median(args.repeats, [PY, "-c", "import torch"])
+        print(f"python -c 'import torch': {torch.wall:.2f} s wall, {torch.cpu:.2f} s CPU")
+
+        graded = median(args.repeats, grade(solutions, report_path))
+        report: dict[str, Any] = yaml.safe_load(report_path.read_text(encoding="utf-8"))
+        unisolated = median(args.repeats, grade(solutions, work / "none.yaml", "--isolation", "none"))
+        line("1. grader grade solutions / import torch", graded.wall / torch.wall, 1.5, "x",
+             f"({graded.wall:.2f} s, score {report['score']:g}; CPU {unisolated.cpu:.2f} s = "
+             f"{unisolated.cpu / torch.cpu:.2f} x, --isolation none)")
+
+        cls = work / "class"
+        for i in range(args.learners):
+            shutil.copytree(solutions, cls / f"learner{i:02d}")
+        batch = [PY, "-m", "grader", "batch", str(cls), "--workers", "2", "--force", "--quiet", "--lang", "en"]
+        isolated = timed([*batch, "-o", str(work / "out-auto")])
+        bare = timed([*batch, "-o", str(work / "out-none"), "--isolation", "none"])
+        per_learner = isolated.wall * min(cores, 2) / args.learners
+        line("2. batch learner, import-torch core-seconds", per_learner / torch.cpu, 0.5, "",
+             f"({isolated.wall:.1f} s for {args.learners} on 2 workers = {per_learner:.2f} core-s a learner; "
+             f"CPU {bare.cpu / args.learners:.2f} s a learner = {bare.cpu / args.learners / torch.cpu:.2f}, "
+             "--isolation none)")
+
+        hangs = work / "hangs"
+        shutil.copytree(solutions, hangs)
+        with open(hangs / "ex2_timing.py", "a", encoding="utf-8") as file:
+            file.write(HANGS)
+        hang = timed(grade(hangs, work / "hangs.yaml"))
+        hung = yaml.safe_load((work / "hangs.yaml").read_text(encoding="utf-8"))
+        line("3. a learner whose time_matmul never returns", hang.wall, 40, "s",
+             f"(score {hung['score']:g}, learner clock {hung['learner_seconds']:g} s)")
+
+        defs = work / "colab_lesson_demos.py"
+        defs.write_text(definitions_only(NOTEBOOK), encoding="utf-8")
+        notebook = median(args.repeats, grade(NOTEBOOK, work / "nb.yaml"))
+        plain = median(args.repeats, grade(defs, work / "py.yaml"))
+        scores = [yaml.safe_load((work / name).read_text(encoding="utf-8"))["score"] for name in ("nb.yaml", "py.yaml")]
+        # The demo cells run in the learner process: its CPU counts only outside bubblewrap.
+        notebook_cpu = median(args.repeats, grade(NOTEBOOK, work / "nb-none.yaml", "--isolation", "none")).cpu
+        plain_cpu = median(args.repeats, grade(defs, work / "py-none.yaml", "--isolation", "none")).cpu
+        line("4. notebook with demo cells / its functions", notebook.wall / plain.wall, 1.5, "x",
+             f"({notebook.wall:.1f} s vs {plain.wall:.1f} s; scores {scores[0]:g}, {scores[1]:g}; CPU "
+             f"{notebook_cpu:.1f} vs {plain_cpu:.1f} s = {notebook_cpu / plain_cpu:.2f} x, --isolation none)")
+
+        seconds = sorted(((float(c.get("seconds") or 0.0), c["id"]) for ex in report["exercises"].values()
+                          for c in ex["checks"]), reverse=True)
+        slow = ", ".join(f"{check} {s:.2f}" for s, check in seconds[:5])
+        line("5. slowest check on the reference solutions", seconds[0][0], 0.5, "s", f"({slow})")
+        over = [check for s, check in seconds if s >= 0.5]
+        print(f"   checks >= 0.5 s: {len(over)} of {len(seconds)}; all checks: {sum(s for s, _ in seconds):.2f} s")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
