@@ -7,6 +7,7 @@ test; the catalog of real notebooks (tests/test_notebook_catalog.py) grades them
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -301,3 +302,53 @@ def test_a_wall_clock_that_runs_out_in_an_endless_top_level_leaves_what_it_never
     assert "pick_device, describe_device" in ex1["checks"][0]["message"]
     assert {c["status"] for c in ex3["checks"]} == {"timeout"}, ex3
     assert "wall_clock_limit" in report["notes"]
+
+
+HANGS_BEHIND_NAMES = '''
+import functools
+
+def logged(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+    return wrapper
+
+@logged
+def time_matmul(n):
+    while True:
+        pass
+
+timer = time_matmul
+
+def speedup(n):
+    try:
+        return timer(n) / 2
+    except Exception:
+        return 1.0
+
+@logged
+def unrelated(n):
+    return n + 1
+'''
+
+
+def test_a_function_that_ran_past_its_limit_is_refused_wherever_it_is_called_from(tmp_path: Path) -> None:
+    """After time_matmul ran past its limit, speedup's call of it (through an alias, under a decorator,
+    inside `except Exception`) is answered at once as time_matmul's, not waited for again; a function
+    behind the same decorator still runs, and nothing is refused once the call is over."""
+    from grader.learner.calls import call
+
+    (tmp_path / "ex2.py").write_text(HANGS_BEHIND_NAMES, encoding="utf-8")
+    source = load_submission(tmp_path / "ex2.py", {"ex2": "ex2_timing"}).sources["ex2"]
+    toplevel = TopLevel({"ex2": source}, str(tmp_path), TopLevelLimits(), lambda event: None)
+    try:
+        assert call(toplevel, source, "time_matmul", lambda f: f(8), 0.3).kind == "timed_out"
+        started = time.monotonic()
+        outcome = call(toplevel, source, "speedup", lambda f: f(8), 5.0)
+        assert (outcome.kind, outcome.hung) == ("already_timed_out", f"{source.module}.time_matmul")
+        assert time.monotonic() - started < 1.0
+        assert call(toplevel, source, "unrelated", lambda f: f(8), 5.0).value == 9
+        assert call(toplevel, source, "time_matmul", lambda f: f(8), 5.0).kind == "already_timed_out"
+    finally:
+        toplevel.close()
+    assert sys.getprofile() is None

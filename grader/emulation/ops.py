@@ -50,6 +50,11 @@ ALLOCATING = frozenset({aten.empty.memory_format, aten.empty_strided.default, at
 NOT_ARITHMETIC = TRANSFERS | ALLOCATING | frozenset({
     aten.clone.default, aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default, aten._local_scalar_dense.default,
     aten.is_pinned.default, aten._pin_memory.default, aten.record_stream.default})
+# The products an autocast region runs in 16 bits, as a GPU computes them (grader/emulation/standin.py,
+# ``widened``): the operands exactly widened to float32, products accumulated in float32, the result
+# rounded once to its 16-bit dtype.
+PRODUCTS = frozenset({aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default})
+HALF_DTYPES = frozenset({torch.float16, torch.bfloat16})
 RANDOM = torch.Tag.nondeterministic_seeded
 # Ops whose result's size or value the host must wait for (nonzero, masked_select, unique ...).
 SYNCING = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)

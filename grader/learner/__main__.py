@@ -6,9 +6,12 @@ waits for ``Start``, runs the learner's top level and answers requests until the
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import importlib
 import os
 import sys
+import threading
 
 from grader.learner.kernel import Kernel, install
 from grader.learner.runner import Runner
@@ -16,6 +19,32 @@ from grader.learner.sessions import apply_gpu_share, hello
 from grader.wire.codec import ProtocolError
 from grader.wire.framing import LEARNER_BUDGET, Connection
 from grader.wire.messages import RequestedDevice, Start, requested_device
+
+# Imported ahead, on a thread of their own: the first optimizer step of a process imports
+# torch._dynamo (torch/optim/optimizer.py, _use_grad_for_differentiable; with sympy, ~850 modules and
+# 2.5-3 CPU-s), which the training checks of ex4 and ex5 would otherwise wait for. A fork server's
+# child has them already (grader/spawn/forkserver.py PRELOAD).
+AHEAD = ("torch._dynamo",)
+
+
+def import_ahead() -> None:
+    """Start importing ``AHEAD`` while this process waits for the judge and answers the first
+    exercises' calls. The learner's code that imports one of them meanwhile waits on its import lock
+    as for any import in progress; one that fails here is left out of sys.modules by the import system
+    and fails again, with the learner's own traceback, where the learner's code imports it. A fork
+    (a DataLoader's workers, multiprocessing) waits for the imports to end first: a child forked while
+    this thread holds a module's import lock would wait for that lock forever."""
+    missing = [name for name in AHEAD if name not in sys.modules]
+
+    def run() -> None:
+        for name in missing:
+            with contextlib.suppress(BaseException):
+                importlib.import_module(name)
+
+    if missing:
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        os.register_at_fork(before=thread.join)
 
 
 def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
@@ -26,6 +55,7 @@ def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
     os.close(devnull)
     apply_gpu_share(gpu_share)
     conn.send(hello(device))
+    import_ahead()
     code = 0
     try:
         seq, start = conn.receive_numbered(Start)

@@ -3,13 +3,19 @@
 A call that raises is reported with the learner's own line ("bai.ipynb, In [8], line 2"); a
 missing function or one that still raises NotImplementedError is "not attempted"; a call past
 its deadline is interrupted (SIGALRM) and its function remembered, so a later check that needs
-it is charged at once instead of waiting again. Nothing here decides a verdict: it reports.
+it is charged at once instead of waiting again — also when the check calls another function that
+calls it (``speedup`` calling a ``time_matmul`` that hung: one wait, not two). Nothing here decides
+a verdict: it reports.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import sys
 import traceback
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +57,55 @@ class Outcome:
     kind: RaisedKind = "learner_raised"  # when it did not return
     text: str = ""
     where: str = ""
+    hung: str = ""  # already_timed_out: the function that ran past its limit earlier, when not the one called
+
+
+class ReachedHung(BaseException):
+    """A call reached a learner function that ran past a check's limit earlier in this process (not
+    an Exception: `except Exception` in the learner's code lets it through, as it does TimeUp)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def hung_codes(toplevel: TopLevel) -> dict[types.CodeType, str]:
+    """The code of each learner function that ran past a limit, unwrapped from its decorators, and
+    only when it is the learner's own (a decorator's wrapper code is shared by every function it
+    wraps). Read from modules already run: looking never runs a top level."""
+    codes: dict[types.CodeType, str] = {}
+    mine = {toplevel.filename(s) for s in toplevel.sources.values()}
+    for key in toplevel.timed_out:
+        module_name, _, name = key.rpartition(".")
+        module = sys.modules.get(module_name)
+        func = getattr(module, name, None) if module is not None and module_name in toplevel.sources else None
+        if not callable(func):
+            continue
+        with contextlib.suppress(Exception):  # a learner's object whose __wrapped__ chain misbehaves
+            code = getattr(inspect.unwrap(func), "__code__", None)
+            if isinstance(code, types.CodeType) and code.co_filename in mine:
+                codes[code] = key
+    return codes
+
+
+@contextlib.contextmanager
+def refusing(codes: dict[types.CodeType, str]) -> Iterator[None]:
+    """While the learner's function runs, a call of any of ``codes`` raises ReachedHung at once (a
+    profile hook, set only when there are such functions; Python unsets it when the hook raises)."""
+    if not codes:
+        yield
+        return
+
+    def hook(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in codes:
+            raise ReachedHung(codes[frame.f_code])
+
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
 
 
 def lookup(toplevel: TopLevel, source: Source, name: str) -> Any:
@@ -69,8 +124,10 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
     if func is None or not callable(func):
         return Outcome(False, kind="not_attempted")
     try:
-        with toplevel.alarm(deadline_s):
+        with toplevel.alarm(deadline_s), refusing(hung_codes(toplevel)):
             return Outcome(True, invoke(func))
+    except ReachedHung as reached:
+        return Outcome(False, kind="already_timed_out", hung=reached.key)
     except TimeUp:
         toplevel.timed_out.add(key)
         return Outcome(False, kind="timed_out")

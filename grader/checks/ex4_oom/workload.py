@@ -9,6 +9,7 @@ instead of weighting it by its size no longer matches the full batch.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +72,7 @@ def peak_bytes(micro: int, seed: int) -> int:
     return meter.peak
 
 
+@functools.lru_cache(maxsize=2)
 def budget_forcing_backoff(seed: int) -> int:
     """Between the reference's peaks at B/4 and B/2: the full batch cannot fit, a quarter can.
 
@@ -111,7 +113,10 @@ def same_as_full_batch(dev: Device, state: dict[str, Any], loss: object, seed: i
             fail("ex4.grads_not_full_batch", device=dev.label)
 
 
+@functools.lru_cache(maxsize=2)
 def trained_copy(seed: int) -> tuple[torch.nn.Module, float]:
+    """The full-batch reference step on the problem of ``seed``: computed once per judge process
+    (both back-off checks compare each device with it); read it, never train it further."""
     model, inputs, targets = ex4_problem(torch.device("cpu"), seed)
     reference = copy.deepcopy(model)
     loss = ex4_reference_step(reference, inputs, targets, BATCH)

@@ -3,6 +3,7 @@ several of its checks share."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -53,23 +54,31 @@ MESSAGES = {
 }
 
 
-def reference_fp32(args: tuple[int, ...], steps: int) -> list[float]:
-    """The losses of a plain Adam + CrossEntropyLoss loop on the problem ``ex5.problem`` builds from ``args``."""
+def reference_fp32(args: tuple[int, ...], steps: int, lr: float) -> list[float]:
+    """The losses of a plain Adam(lr) + CrossEntropyLoss loop on the problem ``ex5.problem`` builds from
+    ``args`` (computed once per judge process: fp32_losses and the tampering rule both ask for it)."""
+    return list(_reference_fp32(args, steps, lr))
+
+
+@functools.lru_cache(maxsize=4)
+def _reference_fp32(args: tuple[int, ...], steps: int, lr: float) -> tuple[float, ...]:
     model, inputs, targets = ex5_problem(*args)
-    return ex5_reference_fp32(model, inputs, targets, steps)
+    return tuple(ex5_reference_fp32(model, inputs, targets, steps, lr))
 
 
 def train(ex5: LearnerModule, dev: Device, problem: tuple[Built, ...], steps: int,  # noqa: PLR0917
-          amp_dtype: torch.dtype | None, *, strict: bool = False) -> list[float]:
+          amp_dtype: torch.dtype | None, *, lr: float | None = None, strict: bool = False) -> list[float]:
     """Run the learner's loop on a problem built in the learner process (inside ``with dev:``);
-    a placement mistake or a wrong return type becomes its message.
+    a placement mistake or a wrong return type becomes its message. ``lr``: the grading's draw, for
+    the checks that compare losses (the others leave the learner's default).
 
     Only ``strict`` callers (the FP32 check) charge losses returned as tensors: the other
     checks read them as floats, so that one mistake does not cost the whole exercise.
     """
     model, inputs, targets = problem
     try:
-        losses = ex5.train_steps(model, inputs, targets, dev.device, steps=steps, amp_dtype=amp_dtype)
+        extra = {} if lr is None else {"lr": lr}
+        losses = ex5.train_steps(model, inputs, targets, dev.device, steps=steps, amp_dtype=amp_dtype, **extra)
     except LearnerRaised as raised:
         if PLACEMENT_ERROR in raised.exc_text:
             where = model_device(dev, model)
@@ -100,12 +109,12 @@ def reduced_matmuls(dev: Device, dtype: torch.dtype) -> int:
 FP32_OWN = 1e-7
 
 
-def really_reduced(dev: Device, dtype: torch.dtype, losses: list[float], problem: tuple[int, ...]) -> int:
+def really_reduced(dev: Device, dtype: torch.dtype, losses: list[float], problem: tuple[int, ...], lr: float) -> int:
     """The matmuls the events say ran in ``dtype``, checked against the losses: events that claim
     16-bit products beside losses that are exactly FP32's, from the same start, are Tampered."""
     claimed = reduced_matmuls(dev, dtype)
     if claimed:
-        fp32 = reference_fp32(problem, len(losses))
+        fp32 = reference_fp32(problem, len(losses), lr)
         if max(abs(got - want) / max(abs(want), 1e-12) for got, want in zip(losses, fp32, strict=True)) < FP32_OWN:
             raise Tampered(f"{claimed} matmuls in {dtype} whose losses are exactly FP32's")
     return claimed
