@@ -70,7 +70,7 @@ class Draw:
     def ex5_lr(self) -> float:
         """train_steps's ``lr`` (the contract's default is 1e-3, never drawn: a loop that ignores its
         ``lr`` trains at 1e-3 and its losses after the first step are not the reference's). The
-        AMP-vs-FP32 gaps the tampering rule relies on (grader/checks/ex5_amp/workload.py, FP32_OWN)
-        are largest at the first step, which no learning rate changes."""
+        tampering rule's AMP-vs-FP32 gap (grader/checks/ex5_amp/workload.py, FP32_OWN) is the largest
+        over the steps, so at least the first step's, which is computed before any update: no
+        learning rate changes it."""
         return self._rng("ex5.lr").choice((5e-4, 2e-3, 3e-3))
-
