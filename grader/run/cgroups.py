@@ -36,10 +36,9 @@ def hierarchy() -> str:
         if (root / "cgroup.procs").exists() and ((root / "pids.max").exists() or root == CGROUP_V1
                                                  or "pids" in _read(root / "cgroup.controllers")):
             try:
-                (root / CGROUP_PARENT).mkdir(exist_ok=True)
                 if root == CGROUP_V2:
-                    (root / "cgroup.subtree_control").write_text("+pids")
-                    (root / CGROUP_PARENT / "cgroup.subtree_control").write_text("+pids")
+                    return _enable_v2("pids")
+                (root / CGROUP_PARENT).mkdir(exist_ok=True)
                 return str(root / CGROUP_PARENT)
             except OSError:
                 continue
@@ -55,13 +54,19 @@ def memory_hierarchy() -> str:
             (MEMORY_V1 / CGROUP_PARENT).mkdir(exist_ok=True)
             return str(MEMORY_V1 / CGROUP_PARENT)
         if "memory" in _read(CGROUP_V2 / "cgroup.controllers").split():
-            (CGROUP_V2 / CGROUP_PARENT).mkdir(exist_ok=True)
-            (CGROUP_V2 / "cgroup.subtree_control").write_text("+memory")
-            (CGROUP_V2 / CGROUP_PARENT / "cgroup.subtree_control").write_text("+memory")
-            return str(CGROUP_V2 / CGROUP_PARENT)
+            return _enable_v2("memory")
     except OSError:
         pass
     return ""
+
+
+def _enable_v2(controller: str) -> str:
+    """The grader's parent cgroup on cgroup v2, with ``controller`` enabled for its children (written
+    into the root's and the parent's ``cgroup.subtree_control``); raises OSError where it cannot."""
+    (CGROUP_V2 / CGROUP_PARENT).mkdir(exist_ok=True)
+    (CGROUP_V2 / "cgroup.subtree_control").write_text(f"+{controller}")
+    (CGROUP_V2 / CGROUP_PARENT / "cgroup.subtree_control").write_text(f"+{controller}")
+    return str(CGROUP_V2 / CGROUP_PARENT)
 
 
 def _read(path: Path) -> str:
