@@ -343,10 +343,9 @@ def test_a_function_that_ran_past_its_limit_is_refused_wherever_it_is_called_fro
     toplevel = TopLevel({"ex2": source}, str(tmp_path), TopLevelLimits(), lambda event: None)
     try:
         assert call(toplevel, source, "time_matmul", lambda f: f(8), 0.3).kind == "timed_out"
-        started = time.monotonic()
+        # Refused, not waited for: a wait would end at the 5 s limit as speedup's own "timed_out".
         outcome = call(toplevel, source, "speedup", lambda f: f(8), 5.0)
         assert (outcome.kind, outcome.hung) == ("already_timed_out", f"{source.module}.time_matmul")
-        assert time.monotonic() - started < 1.0
         assert call(toplevel, source, "unrelated", lambda f: f(8), 5.0).value == 9
         assert call(toplevel, source, "time_matmul", lambda f: f(8), 5.0).kind == "already_timed_out"
     finally:
