@@ -61,11 +61,14 @@ def _messages(graded: Graded) -> list[str]:
     return [check["message"] for ex in graded.report["exercises"].values() for check in ex["checks"]]
 
 
-def _no_more_than_deserved(attacked: Graded, plain: Graded, attack: Attack, *, caught: bool = True) -> None:
+def _no_more_than_deserved(attacked: Graded, plain: Graded, attack: Attack, *, caught: bool = True,
+                           deserved: float = 0.0) -> None:
+    """``deserved``: points the attack earns over its plain twin because its answer is right."""
     assert attacked.report is not None and plain.report is not None
     assert attacked.exercise("ex1")["score"] == 20.0, attacked.exercise("ex1")  # the neighbour exercise
     for exercise in {module.split("_")[0] for module in attack.attacked}:  # "ex4_oom" -> ex4
-        assert attacked.exercise(exercise)["score"] <= plain.exercise(exercise)["score"], (exercise, attacked.report)
+        assert attacked.exercise(exercise)["score"] <= plain.exercise(exercise)["score"] + deserved, \
+            (exercise, attacked.report)
     assert not any(GRADER_BLAMED in message for message in _messages(attacked)), _messages(attacked)
     if caught:
         assert "tampering" in attacked.report["notes"], attacked.report["notes"]
@@ -95,15 +98,20 @@ def _judge(name: str, attacked: Graded, plain: Graded) -> None:
         assert _statuses(attacked, "ex2") == _statuses(plain, "ex2")
         assert attacked.exercise("ex2")["score"] == 20.0, attacked.exercise("ex2")
         return
-    _no_more_than_deserved(attacked, plain, attack, caught=name in CAUGHT)
-    for check in NOT_PASSED[name]:
-        assert attacked.check(check)["status"] != "passed", attacked.check(check)
+    deserved = 0.0
     if name == "paste":
-        # The fixed problem's answer is right only when this grading's draw makes it so (the report's seed).
+        # The fixed problem's answer is right only when this grading's draw makes it so (the report's
+        # seed; a batch draws each learner's own, so 2 runs in 7 draw it): then the pasted count earns
+        # what a computed one earns, and nothing else does.
         assert attacked.report is not None
         draw = Draw(attacked.report["seed"])
         fits = draw.chunks_that_fit in (8, 9)  # the check accepts the count and one less
-        assert (attacked.check("ex4.fill_until_oom_returns_count")["status"] == "passed") == fits
+        count = attacked.check("ex4.fill_until_oom_returns_count")
+        assert (count["status"] == "passed") == fits
+        deserved = float(count["max_points"]) if fits else 0.0
+    _no_more_than_deserved(attacked, plain, attack, caught=name in CAUGHT, deserved=deserved)
+    for check in NOT_PASSED[name]:
+        assert attacked.check(check)["status"] != "passed", attacked.check(check)
     if name == "failure_text":
         assert attacked.check("ex3.roundtrip_values")["status"] == "error"
         assert "could not be judged" in attacked.check("ex3.roundtrip_values")["message"]
