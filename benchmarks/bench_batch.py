@@ -22,47 +22,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-CPU_SECONDS: list[float] = []  # CPU time of each timed() call, in order
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def timed(cmd: Sequence[str], *, check: bool = True, env: dict[str, str] | None = None) -> float:
-    """Wall seconds of one command; its CPU seconds (with all it waited for) go to CPU_SECONDS."""
-    cpu = _children_cpu()
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env={**ENV, **(env or {})}, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - started
-    CPU_SECONDS.append(_children_cpu() - cpu)
-    if check and proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
-    return elapsed
-
-
-def median_of(repeats: int, cmd: Sequence[str]) -> tuple[float, list[float], float]:
-    """Median wall seconds, every run's wall seconds, median CPU seconds."""
-    runs = [timed(cmd) for _ in range(repeats)]
-    return statistics.median(runs), runs, statistics.median(CPU_SECONDS[-repeats:])
+from targets import ROOT, Timed, median, timed  # noqa: E402 - after the path is set
 
 
 def make_class(root: Path, size: int) -> Path:
@@ -87,7 +58,7 @@ def make_class(root: Path, size: int) -> Path:
 
 
 def batch(cls: Path, out: Path, workers: int, device: str, *, fork_server: bool = True,
-          isolation: str = "auto") -> float:
+          isolation: str = "auto") -> Timed:
     return timed([sys.executable, "-m", "grader", "batch", str(cls), "-o", str(out), "--workers", str(workers),
                   "--force", "--quiet", "--device", device, "--lang", "en", "--isolation", isolation,
                   *([] if fork_server else ["--no-fork-server"])])
@@ -107,16 +78,18 @@ def main() -> int:
 
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start, Python "
           f"{sys.version.split()[0]}")
-    bare, _, _ = median_of(args.repeats, [py, "-c", "pass"])
-    torch_s, torch_runs, torch_cpu = median_of(args.repeats, [py, "-c", "import torch"])
-    cli_s, _, _ = median_of(args.repeats, [py, "-c", "import grader.cli"])
-    judge_s, _, _ = median_of(args.repeats, [py, "-c", "import grader.judge"])
-    learner_s, _, _ = median_of(args.repeats, [py, "-c", "import grader.learner.runner"])
+    bare = median(args.repeats, [py, "-c", "pass"]).wall
+    torch_runs = [timed([py, "-c", "import torch"]) for _ in range(args.repeats)]
+    torch_s = statistics.median(r.wall for r in torch_runs)
+    torch_cpu = statistics.median(r.cpu for r in torch_runs)
+    cli_s = median(args.repeats, [py, "-c", "import grader.commands.cli"]).wall
+    judge_s = median(args.repeats, [py, "-c", "import grader.judge.__main__, grader.judge.api"]).wall
+    learner_s = median(args.repeats, [py, "-c", "import grader.learner.runner"]).wall
     print(f"python -c pass:                 {bare:6.2f} s")
-    print(f"python -c 'import torch':       {torch_s:6.2f} s   (runs: {', '.join(f'{r:.2f}' for r in torch_runs)}; "
-          f"CPU {torch_cpu:.2f} s)")
-    print(f"python -c 'import grader.cli':  {cli_s:6.2f} s   (the grader's own process)")
-    print(f"python -c 'import grader.judge':{judge_s:6.2f} s   (the judge: torch, pytest, check support)")
+    torch_walls = ", ".join(f"{r.wall:.2f}" for r in torch_runs)
+    print(f"python -c 'import torch':       {torch_s:6.2f} s   (runs: {torch_walls}; CPU {torch_cpu:.2f} s)")
+    print(f"python -c 'import grader.commands.cli': {cli_s:6.2f} s   (the grader's own process)")
+    print(f"python -c 'import grader.judge.__main__': {judge_s:6.2f} s   (the judge: torch, pytest, check support)")
     print(f"python -c 'import grader.learner.runner':{learner_s:6.2f} s   (the learner process: torch, device layer)")
 
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
@@ -128,9 +101,9 @@ def main() -> int:
         for isolation in ("auto", "none"):
             runs = []  # (wall, cpu, report) of each run
             for _ in range(args.repeats):
-                wall = timed([py, "-m", "grader", "grade", str(submission), "-o", str(report_path), "--quiet",
-                              "--device", args.device, "--isolation", isolation])
-                runs.append((wall, CPU_SECONDS[-1], yaml.safe_load(report_path.read_text(encoding="utf-8"))))
+                run = timed([py, "-m", "grader", "grade", str(submission), "-o", str(report_path), "--quiet",
+                             "--device", args.device, "--isolation", isolation])
+                runs.append((run.wall, run.cpu, yaml.safe_load(report_path.read_text(encoding="utf-8"))))
             runs.sort(key=lambda run: run[0])
             median_run[isolation] = runs[len(runs) // 2]
             mode = median_run[isolation][2]["isolation"]["mode"]
@@ -153,9 +126,9 @@ def main() -> int:
         for workers, fork_server, isolation in ((1, True, "auto"), (2, True, "auto"), (2, True, "none"),
                                                 (2, False, "auto")):
             out = work / f"out-{workers}-{fork_server}-{isolation}"
-            wall = batch(cls, out, workers, args.device, fork_server=fork_server, isolation=isolation)
+            run = batch(cls, out, workers, args.device, fork_server=fork_server, isolation=isolation)
+            wall, cpu = run.wall, run.cpu
             walls[workers, fork_server, isolation] = wall
-            cpu = CPU_SECONDS[-1]
             graded = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in out.glob("learner*.yaml")]
             mean_grade = statistics.fmean(float(r["grading_seconds"]) for r in graded)
             mean_checks = statistics.fmean(sum(breakdown(r).values()) for r in graded)
