@@ -231,6 +231,20 @@ def test_workers_split_the_cores_between_sandboxes(tmp_path: Path) -> None:
     assert check["status"] == "passed", check["message"]
 
 
+def _starts_processes(pid: int) -> bool:
+    """Whether the grader ``pid`` has a child that is a Python of the grader's (a server, a judge, a
+    learner process, or the sandbox around one), as it does only while it grades a learner here."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text(encoding="utf-8", errors="replace").rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid and b"grader." in cmdline:
+            return True
+    return False
+
+
 def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path) -> None:
     cls = static_class(tmp_path / "class", ("a_first", "c_last"))
     copy_solutions(cls, "b_slow", only=("ex1",))  # its sandbox takes seconds: time to interrupt it
@@ -238,8 +252,10 @@ def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "grader", "batch", str(cls), "-o", str(out), "--workers", "1"]
     with subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        deadline = time.monotonic() + 60
-        while not (out / "a_first.yaml").exists() and time.monotonic() < deadline:
+        # b_slow is being graded once its processes start: a_first's report on disk is not enough (on a
+        # busy machine the Ctrl-C came before the worker took b_slow, and b_slow was rightly dropped).
+        deadline = time.monotonic() + 120
+        while not ((out / "a_first.yaml").exists() and _starts_processes(proc.pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)  # Ctrl-C while b_slow is being graded
         _, stderr = proc.communicate(timeout=120)

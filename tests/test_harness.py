@@ -295,3 +295,30 @@ def test_a_fork_while_the_learner_process_imports_ahead_does_not_hang(tmp_path: 
     assert graded.report is not None, graded.stderr[-2000:]
     assert graded.report["top_level"] == [], graded.report["top_level"]
     assert graded.report["score"] == 100.0
+
+
+# A top level that says whether the learner process has begun importing torch._dynamo (the import
+# system lists a module from the moment it starts executing it).
+SAYS_IF_AHEAD = '''
+import sys
+print("dynamo imported ahead:", "torch._dynamo" in sys.modules)
+'''
+
+
+def test_only_a_run_of_an_exercise_that_trains_imports_ahead(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    """course.yaml ``trains``: a learner process whose run has ex4's or ex5's checks imports
+    torch._dynamo while the judge starts; one of ex1-ex3 alone (a self-check of one exercise, most
+    hostile runs) does not spend seconds on it. Exec'd processes: a fork server's have it preloaded."""
+    alone = copy_solutions(tmp_path, "ex1_alone", only=("ex1",))
+    with_ex5 = copy_solutions(tmp_path, "ex1_ex5", only=("ex1", "ex5"))
+    for folder in (alone, with_ex5):
+        ex1 = folder / "ex1_device.py"
+        ex1.write_text(SAYS_IF_AHEAD + ex1.read_text(encoding="utf-8"), encoding="utf-8")
+    outputs = {}
+    for folder in (alone, with_ex5):
+        graded = grade(folder)
+        assert graded.report is not None, graded.stderr[-2000:]
+        assert graded.exercise("ex1")["score"] == 20.0
+        outputs[folder.name] = graded.report["output"]
+    assert "dynamo imported ahead: False" in outputs["ex1_alone"], outputs
+    assert "dynamo imported ahead: True" in outputs["ex1_ex5"], outputs

@@ -76,7 +76,7 @@ def test_a_batch_worker_s_gpu_share_reaches_its_learner_process_explicitly() -> 
     assert machine_share(1, {}) == WHOLE and WHOLE.gpu == 1.0
     spawn = launch._shared(launch.Spawn("learner", {"A": "1"}, "/", (7,)), share)
     assert spawn.gpu_share == 0.5 and spawn.env == {"A": "1", **share.env}
-    assert launch.argv(spawn, (7,))[-3:] == ["7", "auto", "0.5"]
+    assert launch.argv(spawn, (7,))[-4:] == ["7", "auto", "0.5", "-"]
     request = ForkRequest(dict(spawn.env), "/", spawn.device, spawn.limits, 0, spawn.gpu_share)
     assert decode(encode(request), ForkRequest) == request
     assert all("GPU" not in name for name in (*share.env, *PASSED_ENV))

@@ -1,4 +1,4 @@
-"""``python -m grader.learner FD DEVICE GPU_SHARE``: the learner process (or ``main()``, forked by a server).
+"""``python -m grader.learner FD DEVICE GPU_SHARE [ahead]``: the learner process (or ``main()``, forked by a server).
 
 Before any learner code exists here it sends the judge what this machine has (``Hello``); then it
 waits for ``Start``, runs the learner's top level and answers requests until the judge hangs up.
@@ -18,12 +18,14 @@ from grader.learner.runner import Runner
 from grader.learner.sessions import apply_gpu_share, hello
 from grader.wire.codec import ProtocolError
 from grader.wire.framing import LEARNER_BUDGET, Connection
-from grader.wire.messages import RequestedDevice, Start, requested_device
+from grader.wire.messages import IMPORT_AHEAD_ARG, RequestedDevice, Start, requested_device
 
 # Imported ahead, on a thread of their own: the first optimizer step of a process imports
 # torch._dynamo (torch/optim/optimizer.py, _use_grad_for_differentiable; with sympy, ~850 modules and
-# 2.5-3 CPU-s), which the training checks of ex4 and ex5 would otherwise wait for. A fork server's
-# child has them already (grader/spawn/forkserver.py PRELOAD).
+# 2.5-3 CPU-s), which the checks of an exercise that trains (course.yaml ``trains``: ex4, ex5) would
+# otherwise wait for. Only a run with such checks imports them (``ahead``): a run of ex1-ex3 alone, a
+# learner's self-check of one exercise, would spend seconds on nothing. A fork server's child has them
+# already (grader/spawn/forkserver.py PRELOAD).
 AHEAD = ("torch._dynamo",)
 
 
@@ -47,15 +49,17 @@ def import_ahead() -> None:
         os.register_at_fork(before=thread.join)
 
 
-def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
-    """``gpu_share``: the fraction of the GPU's memory this process may fill (a batch's workers split it)."""
+def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0, *, ahead: bool = False) -> int:
+    """``gpu_share``: the fraction of the GPU's memory this process may fill (a batch's workers split it);
+    ``ahead``: this run has checks of an exercise that trains (``import_ahead``)."""
     conn = Connection(fd, sends=LEARNER_BUDGET)  # what the judge accepts (grader/wire/framing.py)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     apply_gpu_share(gpu_share)
     conn.send(hello(device))
-    import_ahead()
+    if ahead:
+        import_ahead()
     code = 0
     try:
         seq, start = conn.receive_numbered(Start)
@@ -77,4 +81,5 @@ def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), requested_device(sys.argv[2]), float(sys.argv[3])))
+    sys.exit(main(int(sys.argv[1]), requested_device(sys.argv[2]), float(sys.argv[3]),
+                  ahead=sys.argv[4:5] == [IMPORT_AHEAD_ARG]))

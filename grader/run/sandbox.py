@@ -172,21 +172,25 @@ class _Pair:
 
 
 def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
-               launcher: Launcher | None = None, seed: int = 0) -> SandboxRun:
-    """Grade ``checks`` (all of exercises that have a source) in as few runs as possible."""
+               launcher: Launcher | None = None, seed: int = 0, training: frozenset[str] = frozenset()) -> SandboxRun:
+    """Grade ``checks`` (all of exercises that have a source) in as few runs as possible. ``training``:
+    the exercises whose functions run an optimizer step (course.yaml ``trains``): a run with their
+    checks has its learner process import what that step imports, ahead (grader/learner/__main__.py)."""
     root = Path(tempfile.mkdtemp(prefix="grader-"))
     workdir = root / "work"
     workdir.mkdir()
     try:
-        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher(), seed).run()
+        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher(), seed, training).run()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 class _Runner:
     def __init__(self, workdir: Path, sources: Mapping[str, Source], checks: list[CheckSpec],  # noqa: PLR0917
-                 device: RequestedDevice, limits: Limits, launcher: Launcher, seed: int = 0) -> None:
+                 device: RequestedDevice, limits: Limits, launcher: Launcher, seed: int = 0,
+                 training: frozenset[str] = frozenset()) -> None:
         self.workdir, self.sources = workdir, sources
+        self.training = training
         self.seed = seed  # to the judge only, in its Plan: every run of this grading draws the same problems
         self.checks = {c.id: c for c in checks}
         self.device, self.limits, self.launcher = device, limits, launcher
@@ -259,8 +263,9 @@ class _Runner:
                             self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
         cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
         try:
+            ahead = any(c.exercise in self.training for c in pending)
             learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
-                                                self.limits, self.device, cgroup_fds))
+                                                self.limits, self.device, cgroup_fds, import_ahead=ahead))
             learner.stdin.close()
             judge = self.launcher.start(Spawn("judge", {**base, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
                                               (write_fd, judge_end.fileno()), self.limits))

@@ -30,9 +30,12 @@ from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privile
 from grader.wire.codec import decode, encode
 from grader.wire.messages import ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
 
-# Imported once by a server; a judge's checks themselves are imported by pytest in each child.
+# Imported once by a server; a judge's checks themselves are imported by pytest in each child. The
+# learner's: torch._dynamo too, which the first Optimizer.step() of the learner's code imports; the
+# judge's reference training never imports it (grader/reference/problems.py), so its server does not
+# either (2.5-3.5 CPU-s a batch worker; tests/test_reference.py).
 PRELOAD = {
-    "judge": ("torch", "torch._dynamo", "numpy", "pytest", "_pytest.python", "pytest_timeout",
+    "judge": ("torch", "numpy", "pytest", "_pytest.python", "pytest_timeout",
               "grader.judge.__main__", "grader.judge.api"),
     "learner": ("torch", "torch._dynamo", "numpy", "grader.learner.__main__", "grader.learner.runner"),
 }
@@ -102,7 +105,7 @@ def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: li
         else:
             from grader.learner.__main__ import main
 
-            code = main(FIRST_FD, request.device, request.gpu_share)
+            code = main(FIRST_FD, request.device, request.gpu_share, ahead=request.import_ahead)
     except BaseException:  # noqa: BLE001 - whatever happens, this process must not return to the server loop
         with contextlib.suppress(Exception):
             traceback.print_exc()

@@ -360,6 +360,11 @@ class ServerReady:
     ok: bool
 
 
+# The learner process's fourth argument when its run trains (``python -m grader.learner FD DEVICE
+# GPU_SHARE ahead``, grader/run/launch.py ``argv``): it imports what an optimizer step imports, ahead.
+IMPORT_AHEAD_ARG = "ahead"
+
+
 @dataclass(frozen=True)
 class ForkRequest:
     """Fork a child of the server's role: what an exec'd one would get (grader/run/launch.py ``Spawn``).
@@ -372,6 +377,7 @@ class ForkRequest:
     limits: Limits | None = None  # the learner process's; the judge runs without
     cgroups: int = 0
     gpu_share: float = 1.0  # the learner process's part of the GPU's memory
+    import_ahead: bool = False  # the learner process's run will train (its server has imported it all)
 
 
 @dataclass(frozen=True)
