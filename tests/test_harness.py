@@ -305,18 +305,22 @@ print("dynamo imported ahead:", "torch._dynamo" in sys.modules)
 '''
 
 
-def test_only_a_run_of_an_exercise_that_trains_imports_ahead(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+@pytest.mark.parametrize("mode", ["grade", "batch"])
+def test_only_a_run_of_an_exercise_that_trains_imports_ahead(mode: str, tmp_path: Path, grade: Callable[..., Graded],
+                                                             batch_one: Callable[..., Graded]) -> None:
     """course.yaml ``trains``: a learner process whose run has ex4's or ex5's checks imports
     torch._dynamo while the judge starts; one of ex1-ex3 alone (a self-check of one exercise, most
-    hostile runs) does not spend seconds on it. Exec'd processes: a fork server's have it preloaded."""
-    alone = copy_solutions(tmp_path, "ex1_alone", only=("ex1",))
-    with_ex5 = copy_solutions(tmp_path, "ex1_ex5", only=("ex1", "ex5"))
+    hostile runs) does not spend seconds on it. In a batch, the learner's fork server imports it
+    before its first child that trains, and a class that never trains never does (a class of one
+    here: a later child of a server that imported it has it too)."""
+    alone = copy_solutions(tmp_path / "class_alone", "ex1_alone", only=("ex1",))
+    with_ex5 = copy_solutions(tmp_path / "class_ex5", "ex1_ex5", only=("ex1", "ex5"))
     for folder in (alone, with_ex5):
         ex1 = folder / "ex1_device.py"
         ex1.write_text(SAYS_IF_AHEAD + ex1.read_text(encoding="utf-8"), encoding="utf-8")
     outputs = {}
     for folder in (alone, with_ex5):
-        graded = grade(folder)
+        graded = grade(folder) if mode == "grade" else batch_one(folder)
         assert graded.report is not None, graded.stderr[-2000:]
         assert graded.exercise("ex1")["score"] == 20.0
         outputs[folder.name] = graded.report["output"]

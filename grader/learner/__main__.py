@@ -18,25 +18,24 @@ from grader.learner.runner import Runner
 from grader.learner.sessions import apply_gpu_share, hello
 from grader.wire.codec import ProtocolError
 from grader.wire.framing import LEARNER_BUDGET, Connection
-from grader.wire.messages import IMPORT_AHEAD_ARG, RequestedDevice, Start, requested_device
-
-# Imported ahead, on a thread of their own: the first optimizer step of a process imports
-# torch._dynamo (torch/optim/optimizer.py, _use_grad_for_differentiable; with sympy, ~850 modules and
-# 2.5-3 CPU-s), which the checks of an exercise that trains (course.yaml ``trains``: ex4, ex5) would
-# otherwise wait for. Only a run with such checks imports them (``ahead``): a run of ex1-ex3 alone, a
-# learner's self-check of one exercise, would spend seconds on nothing. A fork server's child has them
-# already (grader/spawn/forkserver.py PRELOAD).
-AHEAD = ("torch._dynamo",)
+from grader.wire.messages import IMPORT_AHEAD_ARG, IMPORTED_AHEAD, RequestedDevice, Start, requested_device
 
 
 def import_ahead() -> None:
-    """Start importing ``AHEAD`` while this process waits for the judge and answers the first
+    """Start importing IMPORTED_AHEAD (grader/wire/messages.py: what the first optimizer step of a
+    process imports, seconds) on a thread of its own, while this process waits for the judge and
+    answers the first exercises' calls: the checks of an exercise that trains (course.yaml ``trains``:
+    ex4, ex5) would otherwise wait for it. Only a run with such checks does (``ahead``): a run of
+    ex1-ex3 alone, a learner's self-check of one exercise, would spend seconds on nothing. A fork
+    server's child has them already (grader/spawn/forkserver.py FOR_TRAINING).
+
+    The learner's code that imports one of them meanwhile waits on its import lock
     exercises' calls. The learner's code that imports one of them meanwhile waits on its import lock
     as for any import in progress; one that fails here is left out of sys.modules by the import system
     and fails again, with the learner's own traceback, where the learner's code imports it. A fork
     (a DataLoader's workers, multiprocessing) waits for the imports to end first: a child forked while
     this thread holds a module's import lock would wait for that lock forever."""
-    missing = [name for name in AHEAD if name not in sys.modules]
+    missing = [name for name in IMPORTED_AHEAD if name not in sys.modules]
 
     def run() -> None:
         for name in missing:

@@ -28,17 +28,20 @@ import traceback
 
 from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privileges, enter_run, join_cgroup
 from grader.wire.codec import decode, encode
-from grader.wire.messages import ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
+from grader.wire.messages import IMPORTED_AHEAD, ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
 
-# Imported once by a server; a judge's checks themselves are imported by pytest in each child. The
-# learner's: torch._dynamo too, which the first Optimizer.step() of the learner's code imports; the
-# judge's reference training never imports it (grader/reference/problems.py), so its server does not
-# either (2.5-3.5 CPU-s a batch worker; tests/test_reference.py).
+# Imported once by a server; a judge's checks themselves are imported by pytest in each child.
 PRELOAD = {
     "judge": ("torch", "numpy", "pytest", "_pytest.python", "pytest_timeout",
               "grader.judge.__main__", "grader.judge.api"),
-    "learner": ("torch", "torch._dynamo", "numpy", "grader.learner.__main__", "grader.learner.runner"),
+    "learner": ("torch", "numpy", "grader.learner.__main__", "grader.learner.runner"),
 }
+# Imported by the learner's server before its first child whose run trains (ForkRequest.import_ahead:
+# course.yaml ``trains``), and so by every later child: what the first Optimizer.step() of the learner's
+# code imports (grader/wire/messages.py IMPORTED_AHEAD, 2.5-3.5 CPU-s). A class whose runs never train (a
+# batch of ex1-ex3, learners whose files do not compile) never imports it; the judge's reference
+# training never does (grader/reference/problems.py, tests/test_reference.py), so its server neither.
+FOR_TRAINING = IMPORTED_AHEAD
 
 
 def _write_token_in_place(name: str, value: str) -> None:
@@ -125,6 +128,7 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
         return
     gc.freeze()  # children's collections skip the preloaded heap, and leave its pages shared
     sock.send(encode(ServerReady(ok=True)))
+    trains = False  # FOR_TRAINING imported
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
@@ -132,9 +136,17 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
             return
         if not data:
             return  # the grader closed its end
+        request = decode(data, ForkRequest)
+        if request.import_ahead and not trains:
+            for name in FOR_TRAINING:
+                importlib.import_module(name)
+            if torch.cuda.is_initialized():  # as for PRELOAD: a child could not use CUDA; exec instead
+                return
+            gc.freeze()
+            trains = True
         pid = os.fork()
         if pid == 0:
-            _become_child(role, sock, decode(data, ForkRequest), fds, isolated, work_mb)
+            _become_child(role, sock, request, fds, isolated, work_mb)
         for received in fds:
             os.close(received)
         sock.send(encode(ForkStarted(pid)))

@@ -361,8 +361,11 @@ class ServerReady:
 
 
 # The learner process's fourth argument when its run trains (``python -m grader.learner FD DEVICE
-# GPU_SHARE ahead``, grader/run/launch.py ``argv``): it imports what an optimizer step imports, ahead.
+# GPU_SHARE ahead``, grader/run/launch.py ``argv``): it imports IMPORTED_AHEAD, what the first
+# optimizer step of a process imports (torch/optim/optimizer.py, _use_grad_for_differentiable:
+# torch._dynamo, with sympy ~850 modules and 2.5-3 CPU-s), before the learner's code needs it.
 IMPORT_AHEAD_ARG = "ahead"
+IMPORTED_AHEAD = ("torch._dynamo",)
 
 
 @dataclass(frozen=True)
