@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from grader.run.isolation import probe
+from grader.run.launch import ForkLauncher, Launcher
+from grader.run.share import WHOLE
 from tests import roster_class as canvas_class
 from tests.notebooks.catalog import CASES as NOTEBOOKS
 from tests.submissions.catalog import CORRECT_STYLES, MODULES, ROOT, mistakes
@@ -61,6 +64,16 @@ def grade(tmp_path: Path) -> Callable[..., Graded]:
         return Graded(proc.returncode, proc.stdout, proc.stderr, report)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def fork_launcher() -> Iterator[Launcher]:
+    """Fork servers for the in-process gradings of this test process (grader/run/launch.py
+    ``ForkLauncher``, what ``grader batch`` grades with), for tests about what a grading says rather
+    than how its processes start (tests/test_launch.py shows forked and exec'd ones grade alike):
+    each grading then costs its checks, not two Pythons importing torch."""
+    with ForkLauncher(WHOLE, probe()) as launcher:
+        yield launcher
 
 
 @pytest.fixture

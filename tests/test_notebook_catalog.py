@@ -19,6 +19,7 @@ import yaml
 from grader.commands.selfcheck import grade_public, write_session_notebook
 from grader.course import load_course
 from grader.outputs.report import as_dict
+from grader.run.launch import Launcher
 from tests.conftest import CLASS_TIMEOUT_S, Graded, built_once, course_with, run_cli
 from tests.notebooks.catalog import CASES, NotebookCase
 
@@ -114,7 +115,8 @@ def final_grades(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Pa
 
 
 @pytest.mark.parametrize("case", NOTEBOOKS, ids=lambda c: c.file)
-def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path, final_grades: Path) -> None:
+def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path, final_grades: Path,
+                                          fork_launcher: Launcher) -> None:
     """grader.check() replays the session's cells (here: the notebook's, Run all's order) through
     its own path — the history written as a notebook, graded with the public checks — and the final
     grade runs the saved file: the same loader and runner, so the public checks agree, and so do
@@ -122,12 +124,15 @@ def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path, fi
     cell whose run time is near the cell limit stop on one side and finish on the other (measured in
     CI on 2 cores: with a 2 s limit a colab_stub_first cell, with 5 s a jupyter_local_cpu cell); a
     stopped cell costs nothing, so what must agree is the checks' statuses and every other stop.
-    (A 5 s cell limit on both sides: this is about the pipelines, not the limit.)"""
+    (A 5 s cell limit on both sides: this is about the pipelines, not the limit.) The self-check's
+    processes are forked from this test process's servers, as a batch's are, not exec'd as in a
+    learner's notebook: the pipelines are what is compared, and tests/test_launch.py shows forked and
+    exec'd processes grade alike."""
     final: dict[str, Any] = yaml.safe_load((final_grades / "reports" / f"{case.path.stem}.yaml").read_text(
         encoding="utf-8"))
     session = write_session_notebook(_history(case), tmp_path)
     course = load_course(final_grades / "course.yaml")
-    own = as_dict(grade_public(session, course, course.exercise_ids, lang="en"))
+    own = as_dict(grade_public(session, course, course.exercise_ids, lang="en", launcher=fork_launcher))
     assert statuses(own) == statuses(final, PUBLIC), (not_passed(own), not_passed(final), final["top_level"])
 
     # A cell cut by its limit on one side only leaves the names it would have made undefined there,

@@ -38,6 +38,7 @@ from grader.grading import UNKNOWN_DEVICE, grade
 from grader.intake.submission import Submission
 from grader.outputs.report import as_dict
 from grader.outputs.terminal import top_level_lines
+from grader.run.launch import Launcher
 from grader.score import texts
 from grader.score.results import CheckResult, Report
 from grader.score.scoring import build_report
@@ -138,8 +139,10 @@ def write_session_notebook(cells: list[str], folder: Path) -> Path:
 
 
 def grade_public(path: Path, course: Course, exercise_ids: Iterable[str], *, lang: Lang,
-                 device: RequestedDevice = "auto") -> Report:
-    return grade(path, course, device=device, lang=lang, visibility=PUBLIC, exercises=list(exercise_ids))
+                 device: RequestedDevice = "auto", launcher: Launcher | None = None) -> Report:
+    """The public checks of ``exercise_ids``; ``launcher``: as ``grade()`` (exec'd processes by default)."""
+    return grade(path, course, device=device, lang=lang, visibility=PUBLIC, exercises=list(exercise_ids),
+                 launcher=launcher)
 
 
 def error_report(course: Course, exercise_ids: Iterable[str], reason: str, lang: Lang) -> Report:
