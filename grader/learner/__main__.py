@@ -29,9 +29,7 @@ def import_ahead() -> None:
     ex1-ex3 alone, a learner's self-check of one exercise, would spend seconds on nothing. A fork
     server's child has them already (grader/spawn/forkserver.py FOR_TRAINING).
 
-    The learner's code that imports one of them meanwhile waits on its import lock
-    exercises' calls. The learner's code that imports one of them meanwhile waits on its import lock
-    as for any import in progress; one that fails here is left out of sys.modules by the import system
+    The learner's code that imports one of them meanwhile waits on its import lock as for any import in progress; one that fails here is left out of sys.modules by the import system
     and fails again, with the learner's own traceback, where the learner's code imports it. A fork
     (a DataLoader's workers, multiprocessing) waits for the imports to end first: a child forked while
     this thread holds a module's import lock would wait for that lock forever."""
