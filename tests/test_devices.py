@@ -9,7 +9,9 @@ recursed: recording a clock read read the clock) and that it sees what the timin
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
+import sys
 import time
 import types
 from collections.abc import Iterator
@@ -87,6 +89,28 @@ def test_patches_reach_names_the_learner_bound_at_import(tmp_path: Path) -> None
             module.clock = print  # rebound by the learner meanwhile: left as the learner set it
         assert module.perf_counter is _REAL_PERF_COUNTER
         assert module.synchronize is torch.cuda.synchronize and module.clock is print
+
+
+def test_the_learner_modules_are_found_again_after_imports_and_replacements(tmp_path: Path) -> None:
+    """LearnerCode.namespaces() rescans sys.modules only when a module came or went: a learner module
+    imported after a scan is found, one removed is not, one replaced under its name is seen as it is now."""
+    with learner_module(tmp_path, "scanned_learner", "x = 1\n") as (module, code):
+        assert [ns["__name__"] for ns in code.namespaces()] == ["scanned_learner"]
+        (tmp_path / "scanned_helper.py").write_text("y = 2\n", encoding="utf-8")
+        sys.path.insert(0, str(tmp_path))  # as the learner process has its work dir
+        try:
+            helper = importlib.import_module("scanned_helper")
+            assert {ns["__name__"] for ns in code.namespaces()} == {"scanned_learner", "scanned_helper"}
+            replacement = types.ModuleType("scanned_helper")
+            replacement.__file__ = helper.__file__
+            sys.modules["scanned_helper"] = replacement  # same name, same count: found as it is now
+            assert any(ns is vars(replacement) for ns in code.namespaces())
+            del sys.modules["scanned_helper"]
+            assert [ns["__name__"] for ns in code.namespaces()] == ["scanned_learner"]
+        finally:
+            sys.modules.pop("scanned_helper", None)
+            sys.path.remove(str(tmp_path))
+        assert vars(module) in code.namespaces()
 
 
 def test_amp_checks_never_demand_what_the_gpu_lacks() -> None:
