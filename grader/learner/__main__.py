@@ -11,7 +11,6 @@ import gc
 import importlib
 import os
 import sys
-import threading
 
 from grader.learner.kernel import Kernel, install
 from grader.learner.runner import Runner
@@ -22,28 +21,25 @@ from grader.wire.messages import IMPORT_AHEAD_ARG, IMPORTED_AHEAD, RequestedDevi
 
 
 def import_ahead() -> None:
-    """Start importing IMPORTED_AHEAD (grader/wire/messages.py: what the first optimizer step of a
-    process imports, seconds) on a thread of its own, while this process waits for the judge and
-    answers the first exercises' calls: the checks of an exercise that trains (course.yaml ``trains``:
-    ex4, ex5) would otherwise wait for it. Only a run with such checks does (``ahead``): a run of
+    """Import IMPORTED_AHEAD (grader/wire/messages.py: what the first optimizer step of a process
+    imports, 2.5-3.5 CPU-s) after saying hello, while the judge finishes starting, before any learner
+    code runs: the checks of an exercise that trains (course.yaml ``trains``: ex4, ex5) would
+    otherwise pay it inside the first one. Only a run with such checks does (``ahead``): a run of
     ex1-ex3 alone, a learner's self-check of one exercise, would spend seconds on nothing. A fork
     server's child has them already (grader/spawn/forkserver.py FOR_TRAINING).
 
-    The learner's code that imports one of them meanwhile waits on its import lock as for any import in progress; one that fails here is left out of sys.modules by the import system
-    and fails again, with the learner's own traceback, where the learner's code imports it. A fork
-    (a DataLoader's workers, multiprocessing) waits for the imports to end first: a child forked while
-    this thread holds a module's import lock would wait for that lock forever."""
-    missing = [name for name in IMPORTED_AHEAD if name not in sys.modules]
-
-    def run() -> None:
-        for name in missing:
-            with contextlib.suppress(BaseException):
+    Here, in this thread, never beside the learner's code: on a thread of its own (as until
+    2026-12-02) it raced the learner's own imports — a top level's ``from torch.utils.data import
+    DataLoader`` while torch._dynamo was being imported is a concurrent circular import, which the
+    import system resolves by handing one side a partially initialized module, and every later
+    optimizer step raised "partially initialized module 'torch._dynamo' has no attribute 'utils'"
+    (PyTorch's Reproducibility idiom lost 30 points: tests/test_harness.py). One that fails here is
+    left out of sys.modules by the import system and fails again, with the learner's own traceback,
+    where the learner's code imports it."""
+    for name in IMPORTED_AHEAD:
+        if name not in sys.modules:
+            with contextlib.suppress(Exception):
                 importlib.import_module(name)
-
-    if missing:
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        os.register_at_fork(before=thread.join)
 
 
 def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0, *, ahead: bool = False) -> int:
