@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import os
 import shutil
 import subprocess
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from grader.run.isolation import probe
+from grader.commands.cli import main
+from grader.run.isolation import Isolation, probe
 from grader.run.launch import ForkLauncher, Launcher
 from grader.run.share import WHOLE
 from tests import roster_class as canvas_class
@@ -66,14 +68,60 @@ def grade(tmp_path: Path) -> Callable[..., Graded]:
     return run
 
 
+class ForkLaunchers:
+    """Fork servers for the in-process gradings of this test process, one ``ForkLauncher`` per
+    isolation (grader/run/launch.py, what ``grader batch`` grades with): for tests about what a
+    grading says rather than how its processes start (tests/test_launch.py shows forked and exec'd
+    ones grade alike), each grading then costs its checks, not two Pythons importing torch. Called
+    with an isolation, as ``grader.commands.cli.main``'s ``launcher_for``."""
+
+    def __init__(self) -> None:
+        self._launchers: dict[Isolation, ForkLauncher] = {}
+
+    def __call__(self, isolation: Isolation) -> Launcher:
+        if isolation not in self._launchers:
+            self._launchers[isolation] = ForkLauncher(WHOLE, isolation)
+        return self._launchers[isolation]
+
+    def close(self) -> None:
+        for launcher in self._launchers.values():
+            launcher.close()
+
+
 @pytest.fixture(scope="session")
-def fork_launcher() -> Iterator[Launcher]:
-    """Fork servers for the in-process gradings of this test process (grader/run/launch.py
-    ``ForkLauncher``, what ``grader batch`` grades with), for tests about what a grading says rather
-    than how its processes start (tests/test_launch.py shows forked and exec'd ones grade alike):
-    each grading then costs its checks, not two Pythons importing torch."""
-    with ForkLauncher(WHOLE, probe()) as launcher:
-        yield launcher
+def fork_launchers() -> Iterator[ForkLaunchers]:
+    launchers = ForkLaunchers()
+    try:
+        yield launchers
+    finally:
+        launchers.close()
+
+
+@pytest.fixture(scope="session")
+def fork_launcher(fork_launchers: ForkLaunchers) -> Launcher:
+    """The session's fork servers for this machine's own isolation (``grade_public(launcher=)``)."""
+    return fork_launchers(probe())
+
+
+@pytest.fixture
+def grade_forked(tmp_path: Path, fork_launchers: ForkLaunchers) -> Callable[..., Graded]:
+    """``grader grade`` as ``grade`` runs it, but in this test process, its judge and learner process
+    forked from the session's warm servers (``main(launcher_for=)``). For tests about what a grading
+    says; a test about how ``grader grade``'s own processes start, are contained or can be attacked
+    uses ``grade`` (a subprocess, exec'd processes)."""
+    def run(submission: Path, *extra: str) -> Graded:
+        out = tmp_path / "reports" / f"{len(list(tmp_path.glob('reports/*')))}.yaml"  # any submission name fits
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = main(["grade", str(submission), "-o", str(out), "--lang", "en", *extra],
+                            launcher_for=fork_launchers)
+            except SystemExit as exc:  # argparse's usage error
+                code = exc.code if isinstance(exc.code, int) else 2
+        report = yaml.safe_load(out.read_text(encoding="utf-8")) if out.exists() else None
+        return Graded(code, stdout.getvalue(), stderr.getvalue(), report)
+
+    return run
 
 
 @pytest.fixture

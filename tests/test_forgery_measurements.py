@@ -131,16 +131,18 @@ def test_each_attack_in_a_batch_earns_no_more_than_deserved(name: str,
 @pytest.mark.parametrize("name", ["events", "costmodel", "values", "paste", "failure_text", "infinite_peak",
                                   "detects"])
 def test_each_attack_graded_alone(name: str, tmp_path: Path, grade: Callable[..., Graded],
-                                  forgery_batch: Callable[[str], Graded]) -> None:
-    """``grader grade`` (exec'd processes, its own seed) judges each attack as the batch does."""
+                                  grade_forked: Callable[..., Graded]) -> None:
+    """``grader grade`` (exec'd processes, its own seed) judges each attack as the batch does. The
+    honest counterpart it is measured against attacks nothing: it is graded with the same seed in
+    this test process (tests/conftest.py ``grade_forked``)."""
     attack = BY_NAME[name]
     attacked = grade(folder_with(tmp_path, name, _files(attack.attacked)), "--seed", str(SEED))
-    plain = grade(folder_with(tmp_path, f"{name}__plain", _files(attack.plain)), "--seed", str(SEED))
+    plain = grade_forked(folder_with(tmp_path, f"{name}__plain", _files(attack.plain)), "--seed", str(SEED))
     assert attacked.code == 0 and plain.code == 0, attacked.stderr
     _judge(name, attacked, plain)
 
 
-def test_the_same_seed_regrades_identically(tmp_path: Path, grade: Callable[..., Graded],
+def test_the_same_seed_regrades_identically(tmp_path: Path, grade_forked: Callable[..., Graded],
                                             forgery_batch: Callable[[str], Graded]) -> None:
     """The seed in a batch's report, given to ``grader grade --seed``, gives the same verdicts and
     messages; another seed gives other problems (the paste's count passes for some and not others)."""
@@ -148,7 +150,7 @@ def test_the_same_seed_regrades_identically(tmp_path: Path, grade: Callable[...,
     assert graded.report is not None
     seed = graded.report["seed"]
     assert isinstance(seed, int) and seed > 0
-    again = grade(folder_with(tmp_path, "paste", _files(BY_NAME["paste"].attacked)), "--seed", str(seed))
+    again = grade_forked(folder_with(tmp_path, "paste", _files(BY_NAME["paste"].attacked)), "--seed", str(seed))
     assert again.report is not None and again.report["seed"] == seed
 
     def verdicts(g: Graded) -> list[tuple[str, str, str]]:

@@ -57,10 +57,10 @@ def test_report_schema(solutions_graded: Graded) -> None:
             assert check["mode"] in {"cpu", "cuda", "mps", "standin", "static"}
 
 
-def test_stubs_score_zero_not_attempted(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+def test_stubs_score_zero_not_attempted(tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
     submission = tmp_path / "stubs"
     shutil.copytree(STUBS, submission)
-    graded = grade(submission)
+    graded = grade_forked(submission)
     assert graded.code == 0
     assert graded.report is not None and graded.report["score"] == 0.0
     for ex in MODULES:

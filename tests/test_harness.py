@@ -152,11 +152,11 @@ def test_exit_at_top_level_is_recorded_and_the_rest_runs(harness_class: tuple[Pa
                                                                                "ended_process")]
 
 
-def test_endless_loop_times_out(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+def test_endless_loop_times_out(tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
     endless = "def roundtrip(x, device):\n    while True:\n        pass\n"
     folder = folder_with(tmp_path, "loop", {"ex3_roundtrip": endless})
     course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 3"})
-    graded = grade(folder, "--course", str(course))
+    graded = grade_forked(folder, "--course", str(course))
     check = graded.check("ex3.roundtrip_values")
     assert check["status"] == "timeout", check
     assert graded.exercise("ex3")["status"] == "timeout"
@@ -211,10 +211,10 @@ def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
-def test_fail_under(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+def test_fail_under(tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
     folder = copy_solutions(tmp_path, "half", only=("ex1",))
-    assert grade(folder, "--fail-under", "50").code == 1
-    assert grade(folder, "--fail-under", "20").code == 0
+    assert grade_forked(folder, "--fail-under", "50").code == 1
+    assert grade_forked(folder, "--fail-under", "20").code == 0
 
 
 def test_vietnamese_is_the_default_language(tmp_path: Path) -> None:
@@ -227,11 +227,12 @@ def test_vietnamese_is_the_default_language(tmp_path: Path) -> None:
     assert json.dumps("lang") and "lang: vi" in text
 
 
-def test_endless_loop_at_top_level_is_stopped_and_the_rest_runs(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+def test_endless_loop_at_top_level_is_stopped_and_the_rest_runs(tmp_path: Path,
+                                                               grade_forked: Callable[..., Graded]) -> None:
     folder = copy_solutions(tmp_path, "slow_import", only=("ex1",))
     (folder / "ex3_roundtrip.py").write_text("while True:\n    pass\n\n" + solution_text("ex3"), encoding="utf-8")
     course = course_with(tmp_path, {"cell_timeout_s: 10": "cell_timeout_s: 2"})
-    graded = grade(folder, "--course", str(course))
+    graded = grade_forked(folder, "--course", str(course))
     assert graded.exercise("ex1")["status"] == "passed"
     assert graded.exercise("ex3")["status"] == "passed"
     (stop,) = graded.report["top_level"]
@@ -257,14 +258,14 @@ def speedup(n, device, repeats=3):
 
 @pytest.mark.parametrize("block", ["pass", "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})"],
                          ids=["python-loop", "alarm-blocked"])
-def test_a_hang_costs_one_check_timeout_per_function(tmp_path: Path, grade: Callable[..., Graded],
+def test_a_hang_costs_one_check_timeout_per_function(tmp_path: Path, grade_forked: Callable[..., Graded],
                                                       block: str) -> None:
     """The first check that calls time_matmul waits for its limit (pytest-timeout, or the parent's kill
     when the learner blocked the alarm); every later check that needs it is charged at once, also
     speedup()'s, whose own code calls the hung time_matmul: one wait in all, not two (issue 24)."""
     folder = folder_with(tmp_path, "hangs", {"ex2_timing": ENDLESS_TIMING.replace("{block}", block)})
     course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 2"})
-    graded = grade(folder, "--course", str(course))
+    graded = grade_forked(folder, "--course", str(course))
     checks = {c["id"]: c for c in graded.exercise("ex2")["checks"]}
     assert checks.pop("ex2.small_n_answer")["status"] == "passed"
     assert {c["status"] for c in checks.values()} == {"timeout"}

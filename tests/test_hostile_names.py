@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from grader.intake.names import class_ids, is_learner_id, learner_id, shown
-from tests.conftest import copy_solutions, run_cli
+from tests.conftest import Graded, copy_solutions, run_cli
 from tests.hostile_corpus import FOLDERS, NAMES, interpreted, is_safe_id, write_class
 
 SYNTAX_ERROR = "import torch\n\ndef pick_device(:\n    return torch.device('cpu')\n"
@@ -129,19 +130,18 @@ def test_a_report_that_cannot_be_written_is_that_learners_error_row(tmp_path: Pa
 
 @pytest.mark.parametrize("name", [b"\x1b]0;pwned\x07title.py", b"caf\xe9.py", b"x" * 242 + b".py"],
                          ids=["escapes", "latin1", "long"])
-def test_grader_grade_takes_any_name(name: bytes, tmp_path: Path) -> None:
+def test_grader_grade_takes_any_name(name: bytes, tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
     folder = tmp_path / "one"
     write_class(folder, {name: NAMES[name]}, {})
-    submission = os.fsdecode(os.path.join(os.fsencode(folder), name))
-    out = tmp_path / "report.yaml"
-    proc = run_cli("grade", submission, "-o", str(out), "--lang", "en")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = yaml.safe_load(out.read_text(encoding="utf-8"))
+    graded = grade_forked(Path(os.fsdecode(os.path.join(os.fsencode(folder), name))))
+    assert graded.code == 0, graded.stderr[-3000:]
+    report = graded.report
+    assert report is not None
     assert is_safe_id(report["learner"])
     assert report["submitted_as"] == NAMES[name]
     assert report["score"] == 20.0
-    assert not interpreted(proc.stdout)
-    assert not interpreted(proc.stderr)
+    assert not interpreted(graded.stdout)
+    assert not interpreted(graded.stderr)
 
 
 # -- the ids alone, without grading (grader/intake/names.py) --------------------------------------

@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from grader.intake.submission import load_submission
 from grader.learner import torchstate
 from grader.learner.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
 from grader.learner.toplevel import TopLevel, TopLevelLimits, importing
 from grader.wire.messages import TopLevelEvent
-from tests.conftest import course_with, folder_with, run_cli, solution_text
+from tests.conftest import course_with, folder_with, solution_text
 from tests.notebooks._snippets import EX5_LESSON
 from tests.submissions.catalog import MODULES
 
@@ -253,18 +252,16 @@ def test_the_top_level_runs_once_per_grading_and_grader_check_does_nothing_there
         assert graded.report["top_level"] == []
 
 
-def test_definitions_after_a_demo_line_still_count(tmp_path: Path) -> None:
+def test_definitions_after_a_demo_line_still_count(tmp_path: Path, grade_forked: Any) -> None:
     ex1 = "import torch\nprint(torch.cuda.get_device_name(0))\n" + solution_text("ex1")
-    folder = folder_with(tmp_path, "demo_first", {"ex1_device": ex1})
-    out = tmp_path / "r.yaml"
-    proc = run_cli("grade", str(folder), "-o", str(out), "--lang", "en")
-    assert proc.returncode == 0, proc.stderr
-    text = out.read_text(encoding="utf-8")
-    assert "ex1_device.py, line 2 needs a GPU" in text
-    assert "score: 20.0" in text
+    graded = grade_forked(folder_with(tmp_path, "demo_first", {"ex1_device": ex1}))
+    assert graded.code == 0 and graded.report is not None, graded.stderr
+    assert [(s["where"], s["kind"]) for s in graded.report["top_level"]] == [("ex1_device.py, line 2", "no_gpu")]
+    assert "ex1_device.py, line 2 needs a GPU" in graded.report["top_level"][0]["message"]
+    assert graded.report["score"] == 20.0
 
 
-def test_a_demo_cell_cut_inside_pytorch_costs_the_training_function_nothing(tmp_path: Path) -> None:
+def test_a_demo_cell_cut_inside_pytorch_costs_the_training_function_nothing(tmp_path: Path, grade_forked: Any) -> None:
     """End to end, in every learner process of a grading: the cell below is what an `Optimizer.step`
     and an autocast `__enter__` leave when the cell limit lands between their "set" and their "try"
     (grad off, autocast on and nested), then the rest of a long demo. The grader stops the cell and
@@ -274,17 +271,16 @@ def test_a_demo_cell_cut_inside_pytorch_costs_the_training_function_nothing(tmp_
     lesson_style = "import torch\nfrom torch import nn\n" + EX5_LESSON  # FP32 runs outside any autocast block
     folder = folder_with(tmp_path, "cut_demo", {"ex5_amp": lesson_style + demo})
     course = course_with(tmp_path, {"cell_timeout_s: 10": "cell_timeout_s: 1"})
-    out = tmp_path / "r.yaml"
-    proc = run_cli("grade", str(folder), "-o", str(out), "--lang", "en", "--course", str(course))
-    report = yaml.safe_load(out.read_text(encoding="utf-8"))
-    assert proc.returncode == 0, proc.stderr
+    graded = grade_forked(folder, "--course", str(course))
+    report = graded.report
+    assert graded.code == 0 and report is not None, graded.stderr
     assert [stop["kind"] for stop in report["top_level"]] == ["timeout"]
     ex5 = report["exercises"]["ex5"]
     assert ex5["score"] == ex5["max_score"] == 20.0, [(c["id"], c["status"], c["message"]) for c in ex5["checks"]]
 
 
 def test_a_wall_clock_that_runs_out_in_an_endless_top_level_leaves_what_it_never_named_not_attempted(
-        tmp_path: Path) -> None:
+        tmp_path: Path, grade_forked: Any) -> None:
     """The run's wall clock (here 2 s, shorter than the cell's own 10 s limit) runs out while the
     top level still loops: what the load of a busy machine did to a 30 s clock in CI. An exercise
     whose file never names its functions could only be "not attempted", whatever the clock: it says
@@ -293,10 +289,9 @@ def test_a_wall_clock_that_runs_out_in_an_endless_top_level_leaves_what_it_never
     folder = folder_with(tmp_path, "endless", {"ex1_device": endless,
                                                "ex3_roundtrip": endless + solution_text("ex3")})
     course = course_with(tmp_path, {"run_timeout_s: 300": "run_timeout_s: 2"})
-    out = tmp_path / "r.yaml"
-    proc = run_cli("grade", str(folder), "-o", str(out), "--lang", "en", "--course", str(course), timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    report = yaml.safe_load(out.read_text(encoding="utf-8"))
+    graded = grade_forked(folder, "--course", str(course))
+    report = graded.report
+    assert graded.code == 0 and report is not None, graded.stderr
     ex1, ex3 = report["exercises"]["ex1"], report["exercises"]["ex3"]
     assert ex1["status"] == "not_attempted" and {c["status"] for c in ex1["checks"]} == {"not_attempted"}, ex1
     assert "pick_device, describe_device" in ex1["checks"][0]["message"]

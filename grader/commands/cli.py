@@ -8,8 +8,10 @@ Exit codes (grader.errors.ExitCode): 0 a report was written, whatever the score;
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from grader import __version__
@@ -24,7 +26,7 @@ from grader.outputs.lms import PLATFORMS
 from grader.outputs.report import write_yaml
 from grader.outputs.terminal import summary
 from grader.run.isolation import NONE, Isolation, probe
-from grader.run.launch import ExecLauncher
+from grader.run.launch import ExecLauncher, Launcher
 from grader.wire.messages import REQUESTED_DEVICES
 
 
@@ -84,6 +86,17 @@ def isolation_for(choice: str) -> Isolation:
     return probe() if choice == "auto" else NONE
 
 
+# What ``grader grade`` starts its judge and learner process with, given the isolation that
+# ``--isolation`` chose. The command line's is ``exec_launcher``: each a fresh Python. A program that
+# runs many gradings in one process passes its own to ``main`` (the test suite: processes forked from
+# warm servers, grader/run/launch.py ``ForkLauncher``, which tests/test_launch.py shows grade alike).
+LauncherFor = Callable[[Isolation], Launcher]
+
+
+def exec_launcher(isolation: Isolation) -> Launcher:
+    return ExecLauncher(isolation=isolation)
+
+
 def _version_line() -> str:
     """Read without importing torch: ``grader --version`` stays instant."""
     from importlib.metadata import PackageNotFoundError, version
@@ -101,7 +114,7 @@ def _percent(value: float) -> float:
     return value
 
 
-def cmd_grade(args: argparse.Namespace) -> int:
+def cmd_grade(args: argparse.Namespace, launcher_for: LauncherFor = exec_launcher) -> int:
     course = load_course(args.course)
     lang = args.lang or course.default_lang
     fail_under = _percent(args.fail_under) if args.fail_under is not None else None
@@ -113,7 +126,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     # inside the submission is (grader/intake/submission.py).
     submission = args.submission.resolve() if args.submission.is_symlink() else args.submission
     code = ExitCode.OK
-    launcher = ExecLauncher(isolation=isolation_for(args.isolation))
+    launcher = launcher_for(isolation_for(args.isolation))
     report = grade_or_failed(submission, course, device=args.device, lang=lang, launcher=launcher,
                              wall_clock_s=wall_clock_s, seed=seed)
     if report.grader_error:
@@ -333,11 +346,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 _LEARNER_COMMANDS = {"check": cmd_check, "notebooks": cmd_notebooks, "release": cmd_release}
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, launcher_for: LauncherFor = exec_launcher) -> int:
+    """The ``grader`` command; ``launcher_for``: how ``grade`` starts its processes (above)."""
     args = _parser().parse_args(argv)
     try:
-        commands = {"grade": cmd_grade, "batch": cmd_batch, "merge": cmd_merge, "export": cmd_export,
-                    "doctor": cmd_doctor, "autograde": cmd_autograde, **_LEARNER_COMMANDS}
+        commands: dict[str, Callable[[argparse.Namespace], int]] = {
+            "grade": functools.partial(cmd_grade, launcher_for=launcher_for), "batch": cmd_batch,
+            "merge": cmd_merge, "export": cmd_export, "doctor": cmd_doctor, "autograde": cmd_autograde,
+            **_LEARNER_COMMANDS}
         return commands[args.command](args)
     except GraderError as exc:
         print(f"grader: error: {shown(str(exc))}", file=sys.stderr)

@@ -26,7 +26,7 @@ def import_ahead() -> None:
     code runs: the checks of an exercise that trains (course.yaml ``trains``: ex4, ex5) would
     otherwise pay it inside the first one. Only a run with such checks does (``ahead``): a run of
     ex1-ex3 alone, a learner's self-check of one exercise, would spend seconds on nothing. A fork
-    server's child has them already (grader/spawn/forkserver.py FOR_TRAINING).
+    server's child has them already (grader/spawn/forkserver.py ``serve``).
 
     Here, in this thread, never beside the learner's code: on a thread of its own (as until
     2026-12-02) it raced the learner's own imports — a top level's ``from torch.utils.data import

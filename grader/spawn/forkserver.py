@@ -36,12 +36,11 @@ PRELOAD = {
               "grader.judge.__main__", "grader.judge.api"),
     "learner": ("torch", "numpy", "grader.learner.__main__", "grader.learner.runner"),
 }
-# Imported by the learner's server before its first child whose run trains (ForkRequest.import_ahead:
+# IMPORTED_AHEAD is imported by the learner's server before its first child whose run trains (ForkRequest.import_ahead:
 # course.yaml ``trains``), and so by every later child: what the first Optimizer.step() of the learner's
 # code imports (grader/wire/messages.py IMPORTED_AHEAD, 2.5-3.5 CPU-s). A class whose runs never train (a
 # batch of ex1-ex3, learners whose files do not compile) never imports it; the judge's reference
 # training never does (grader/reference/problems.py, tests/test_reference.py), so its server neither.
-FOR_TRAINING = IMPORTED_AHEAD
 
 
 def _write_token_in_place(name: str, value: str) -> None:
@@ -116,19 +115,27 @@ def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: li
         os._exit(code)
 
 
-def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sock = socket.socket(fileno=fd)
-    for name in PRELOAD[role]:
+def _imported_forkable(names: tuple[str, ...]) -> bool:
+    """Import ``names`` into this server; False when an import touched CUDA (a forked child could
+    not use it: the caller then stops, and the grader execs instead)."""
+    for name in names:
         importlib.import_module(name)
     import torch
 
-    if torch.cuda.is_initialized():  # an import touched CUDA: a forked child could not use it
+    if torch.cuda.is_initialized():
+        return False
+    gc.freeze()  # children's collections skip the preloaded heap, and leave its pages shared
+    return True
+
+
+def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=fd)
+    if not _imported_forkable(PRELOAD[role]):
         sock.send(encode(ServerReady(ok=False)))
         return
-    gc.freeze()  # children's collections skip the preloaded heap, and leave its pages shared
     sock.send(encode(ServerReady(ok=True)))
-    trains = False  # FOR_TRAINING imported
+    trains = False  # IMPORTED_AHEAD imported
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
@@ -138,11 +145,8 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
             return  # the grader closed its end
         request = decode(data, ForkRequest)
         if request.import_ahead and not trains:
-            for name in FOR_TRAINING:
-                importlib.import_module(name)
-            if torch.cuda.is_initialized():  # as for PRELOAD: a child could not use CUDA; exec instead
+            if not _imported_forkable(IMPORTED_AHEAD):
                 return
-            gc.freeze()
             trains = True
         pid = os.fork()
         if pid == 0:
