@@ -108,13 +108,13 @@ def grade_forked(tmp_path: Path, fork_launchers: ForkLaunchers) -> Callable[...,
     """``grader grade`` as ``grade`` runs it, but in this test process, its judge and learner process
     forked from the session's warm servers (``main(launcher_for=)``). For tests about what a grading
     says; a test about how ``grader grade``'s own processes start, are contained or can be attacked
-    uses ``grade`` (a subprocess, exec'd processes)."""
-    def run(submission: Path, *extra: str) -> Graded:
+    uses ``grade`` (a subprocess, exec'd processes). ``lang=None``: the course's own language."""
+    def run(submission: Path, *extra: str, lang: str | None = "en") -> Graded:
         out = tmp_path / "reports" / f"{len(list(tmp_path.glob('reports/*')))}.yaml"  # any submission name fits
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             try:
-                code = main(["grade", str(submission), "-o", str(out), "--lang", "en", *extra],
+                code = main(["grade", str(submission), "-o", str(out), *(("--lang", lang) if lang else ()), *extra],
                             launcher_for=fork_launchers)
             except SystemExit as exc:  # argparse's usage error
                 code = exc.code if isinstance(exc.code, int) else 2

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ import yaml
 
 from grader.run import isolation
 from grader.run.isolation import probe
-from tests.conftest import ROOT, STUBS, course_with, run_cli, solution_text, survivors
+from tests.conftest import ROOT, STUBS, Graded, course_with, run_cli, solution_text, survivors
 
 pytestmark = pytest.mark.skipif(probe().mode != "bwrap", reason="isolation is not available on this machine")
 MARKER = "hostile-learner-7c1e"  # in every process the attacker starts, to find survivors by
@@ -240,8 +240,8 @@ def test_an_attacker_graded_alone_reaches_nothing(tmp_path: Path, listener: tupl
     assert _digest(cls / "good") == neighbours
 
 
-def test_an_attacker_in_a_batch_changes_no_neighbours_grade(tmp_path: Path,
-                                                            listener: tuple[int, list[bytes]]) -> None:
+def test_an_attacker_in_a_batch_changes_no_neighbours_grade(tmp_path: Path, listener: tuple[int, list[bytes]],
+                                                            grade_forked: Callable[..., Graded]) -> None:
     port, received = listener
     cls = _class(tmp_path, port)
     before = _digest(ROOT / "grader")
@@ -261,8 +261,7 @@ def test_an_attacker_in_a_batch_changes_no_neighbours_grade(tmp_path: Path,
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "ex2_timing.py").write_text("def time_matmul(n, device, repeats=5):\n    return 1.0\n", encoding="utf-8")
-    assert run_cli("grade", str(plain), "-o", str(tmp_path / "plain.yaml"), "--lang", "en").returncode == 0
-    deserved = yaml.safe_load((tmp_path / "plain.yaml").read_text(encoding="utf-8"))["exercises"]["ex2"]["score"]
+    deserved = grade_forked(plain).exercise("ex2")["score"]
     assert [reports["mallory"]["exercises"][ex]["score"] for ex in ("ex1", "ex2", "ex3")] == [20.0, deserved, 0.0]
     assert time.monotonic() - started < 200
     # A re-run keeps what the grader wrote, and regrades nothing.

@@ -71,9 +71,10 @@ def test_a_real_notebook_grades_like_run_all(case: NotebookCase, graded_class: C
     assert all(stop["kind"] != "timeout" or "10 s" in stop["message"] for stop in report["top_level"])
 
 
-def test_top_level_messages_are_in_vietnamese_by_default(tmp_path: Path) -> None:
+def test_top_level_messages_are_in_vietnamese_by_default(grade_forked: Callable[..., Graded]) -> None:
     case = next(c for c in CASES if c.file == "colab_messy_session.ipynb")
-    report = graded(case.path, tmp_path / "report.yaml")
+    report = grade_forked(case.path, lang=None).report
+    assert report is not None
     kinds = {s["kind"]: s["message"] for s in report["top_level"]}
     assert "gọi input()" in kinds["input"] and "không biên dịch được" in kinds["syntax_error"]
     assert "cần GPU" in kinds["no_gpu"] and "`if torch.cuda.is_available():`" in kinds["no_gpu"]
