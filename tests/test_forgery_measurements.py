@@ -162,6 +162,21 @@ def test_the_same_seed_regrades_identically(tmp_path: Path, grade_forked: Callab
     assert len(draws) >= 5  # a pasted count is right for a few draws only
 
 
+# A draw whose honest float16 losses land bit for bit on FP32's in the first two steps (16-bit rounding
+# of the logits can leave a float32 loss where it was: grader/checks/ex5_amp/workload.py AMP_STEPS).
+# Found when a CI run drew it: with 2 steps, the reference solution's ex5.fp16_uses_grad_scaler was an
+# error, "16 matmuls in torch.float16 whose losses are exactly FP32's", noted as tampering.
+HONEST_COINCIDENCE_SEED = 175871067181834
+
+
+def test_honest_16_bit_losses_on_fp32s_are_no_forgery(tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
+    solution = copy_solutions(tmp_path, "coincidence", only=("ex5",))
+    graded = grade_forked(solution, "--seed", str(HONEST_COINCIDENCE_SEED))
+    assert graded.report is not None, graded.stderr
+    assert graded.exercise("ex5")["score"] == 20.0, [(c, graded.check(c)["message"]) for c in graded.lost("ex5")]
+    assert "tampering" not in graded.report["notes"]
+
+
 def test_public_messages_print_no_answer(forgery_batch: Callable[[str], Graded]) -> None:
     """What the fixed problems' messages printed before — how many chunks fit, the FP32 losses, the
     values roundtrip() should return — is in no message now: a message says what went wrong."""

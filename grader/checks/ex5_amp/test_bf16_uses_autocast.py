@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.ex5_amp.workload import really_reduced, small, train
+from grader.checks.ex5_amp.workload import AMP_STEPS, really_reduced, small, train
 from grader.judge.api import Device, Hello, LearnerModule, fail, runs_amp
 from grader.reference.draws import Draw
 
@@ -15,7 +15,7 @@ HINT = {
     "vi": "Đọc lại mục \"Mixed precision\": autocast bọc forward pass.",
     "en": "Reread \"Mixed precision\": autocast wraps the forward pass.",
 }
-STEPS = 2
+STEPS = AMP_STEPS
 
 
 def test_bf16_uses_autocast(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello,

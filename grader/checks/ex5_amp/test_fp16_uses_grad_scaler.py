@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.ex5_amp.workload import really_reduced, small, train
+from grader.checks.ex5_amp.workload import AMP_STEPS, really_reduced, small, train
 from grader.judge.api import Device, Hello, LearnerModule, fail, runs_amp
 from grader.reference.draws import Draw
 
@@ -31,7 +31,7 @@ MESSAGES = {
               "scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update().",
     },
 }
-STEPS = 2
+STEPS = AMP_STEPS
 
 
 def test_fp16_uses_grad_scaler(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello,

@@ -107,6 +107,15 @@ def reduced_matmuls(dev: Device, dtype: torch.dtype) -> int:
 # CPU bfloat16 3.4e-5, the CUDA/MPS stand-ins' float16 8.4e-5 and bfloat16 5.1e-4; the same FP32
 # loop again: 0 (the same kernels, bit for bit). Below 1e-7 — one float32 ulp — the losses are FP32's.
 FP32_OWN = 1e-7
+# How many steps the 16-bit checks train: enough that honest 16-bit losses never all land on FP32's.
+# A loss is one float32 number, and the 16-bit rounding of the logits can leave it bit for bit where
+# FP32 put it. Measured with the reference solution on this machine's CPU kernels over 3000 draws:
+# each of the first four float16 losses was FP32's in 0.6-0.8 % of draws, each bfloat16 one in
+# 0.03-0.13 %. Grading seed 175871067181834 had the first two both on FP32's: with 2 steps the
+# reference solution lost ex5.fp16_uses_grad_scaler as "tampering" (tests/test_forgery_measurements.py
+# grades that seed). With 4 steps no draw had all four (none of the 3001); were the steps independent,
+# about 4e-9 of gradings would. Each step costs milliseconds.
+AMP_STEPS = 4
 
 
 def really_reduced(dev: Device, dtype: torch.dtype, losses: list[float], problem: tuple[int, ...], lr: float) -> int:
