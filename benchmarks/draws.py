@@ -1,0 +1,71 @@
+"""A correct submission never loses a point to the problems its grading draws.
+
+    python benchmarks/draws.py [--draws 20] [--styles all|solutions] [--first-seed 1] [--isolation auto|none]
+
+Every grading draws its problems from a secret seed (grader/reference/draws.py: matrix sizes, values,
+chunk size, batch, learning rate, weights and data). This grades each correct style
+(tests/submissions/catalog.py) with seeds ``--first-seed`` .. ``--first-seed + --draws - 1`` — the
+same seeds for every style, its processes forked from warm servers as in ``grader batch`` — and
+prints the points each style lost and the seeds that cost them (``grader grade --seed SEED`` regrades
+one). The count must be zero. A rule that compares values is right for most draws and wrong for a
+few: grading seed 175871067181834 made the reference solution's float16 losses land bit for bit on
+FP32's, and the AMP checks took it for a forgery (grader/checks/ex5_amp/workload.py ``AMP_STEPS``).
+The test suite grades a handful of draws; this grades as many as there is time for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grader.course import load_course  # noqa: E402
+from grader.grading import grade  # noqa: E402
+from grader.run.isolation import NONE, probe  # noqa: E402
+from grader.run.launch import ForkLauncher  # noqa: E402
+from tests.submissions.catalog import CORRECT_STYLES  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, default=20, help="grading seeds per style")
+    parser.add_argument("--styles", choices=("all", "solutions"), default="all")
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--isolation", choices=("auto", "none"), default="none")
+    args = parser.parse_args()
+    isolation = probe() if args.isolation == "auto" else NONE
+    styles = CORRECT_STYLES if args.styles == "all" else {"solutions": CORRECT_STYLES["solutions"]}
+    seeds = range(args.first_seed, args.first_seed + args.draws)
+    course = load_course()
+    work = Path(tempfile.mkdtemp(prefix="draws-"))
+    lost_total = 0.0
+    started = time.monotonic()
+    print(f"{len(styles)} styles x {args.draws} seeds ({seeds.start}..{seeds.stop - 1}); isolation: {isolation.mode}")
+    try:
+        with ForkLauncher(isolation=isolation) as launcher:
+            for name, source in styles.items():
+                folder = work / name
+                shutil.copytree(source, folder)
+                lost, costly = 0.0, []
+                for seed in seeds:
+                    report = grade(folder, course, lang="en", launcher=launcher, seed=seed)
+                    if report.score < report.max_score:
+                        lost += report.max_score - report.score
+                        failing = sorted(c.id for ex in report.exercises for c in ex.checks if c.status != "passed")
+                        costly.append(f"{seed} ({', '.join(failing)})")
+                lost_total += lost
+                print(f"{name:13s} lost {lost:5.1f} points over {args.draws} draws; seeds: {'; '.join(costly) or '-'}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"lost points in total: {lost_total:g} ({time.monotonic() - started:.0f} s)")
+    return 0 if lost_total == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
