@@ -32,15 +32,22 @@ from typing import Any
 Target = tuple[object, str]  # (owner, attribute): (time, "perf_counter")
 
 
+@dataclass
+class _ModuleScan:
+    """The last scan of sys.modules: its key (how many modules, the one imported last) and the
+    names of the learner's modules it found."""
+
+    key: tuple[int, str | None] | None = None
+    names: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class LearnerCode:
     """Where the learner's modules live (its work dir, a folder's helper modules, in both
     spellings: sys.path holds the resolved cwd). Empty before the learner's top level ran."""
 
     dirs: tuple[str, ...] = ()
-    # The last scan of sys.modules: its key (how many modules, the one imported last) and the names
-    # of the learner's modules it found.
-    _scan: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _scan: _ModuleScan = field(default_factory=_ModuleScan, compare=False, repr=False)
 
     def namespaces(self) -> list[dict[str, Any]]:
         """The globals of every imported module whose file is in the learner's dirs.
@@ -54,11 +61,10 @@ class LearnerCode:
         if not self.dirs:
             return []
         key = (len(sys.modules), next(reversed(sys.modules), None))
-        if self._scan.get("key") != key:
-            self._scan["names"] = tuple(name for name, module in list(sys.modules.items())
-                                        if self._holds(module))
-            self._scan["key"] = key
-        found = (sys.modules.get(name) for name in self._scan["names"])
+        if self._scan.key != key:
+            self._scan.names = tuple(name for name, module in list(sys.modules.items()) if self._holds(module))
+            self._scan.key = key
+        found = (sys.modules.get(name) for name in self._scan.names)
         return [vars(module) for module in found if module is not None and self._holds(module)]
 
     def _holds(self, module: object) -> bool:

@@ -36,11 +36,6 @@ PRELOAD = {
               "grader.judge.__main__", "grader.judge.api"),
     "learner": ("torch", "numpy", "grader.learner.__main__", "grader.learner.runner"),
 }
-# IMPORTED_AHEAD is imported by the learner's server before its first child whose run trains (ForkRequest.import_ahead:
-# course.yaml ``trains``), and so by every later child: what the first Optimizer.step() of the learner's
-# code imports (grader/wire/messages.py IMPORTED_AHEAD, 2.5-3.5 CPU-s). A class whose runs never train (a
-# batch of ex1-ex3, learners whose files do not compile) never imports it; the judge's reference
-# training never does (grader/reference/problems.py, tests/test_reference.py), so its server neither.
 
 
 def _write_token_in_place(name: str, value: str) -> None:
@@ -129,6 +124,12 @@ def _imported_forkable(names: tuple[str, ...]) -> bool:
 
 
 def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> None:
+    """Import PRELOAD[role], then fork a child for each request. The learner's server imports
+    IMPORTED_AHEAD (grader/wire/messages.py: what the first Optimizer.step() of the learner's code
+    imports, 2.5-3.5 CPU-s) before its first child whose run trains (ForkRequest.import_ahead: course.yaml
+    ``trains``), and so every later child has it. A class whose runs never train (a batch of ex1-ex3,
+    learners whose files do not compile) never imports it; the judge's reference training never does
+    (grader/reference/problems.py, tests/test_reference.py), so its server neither."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     if not _imported_forkable(PRELOAD[role]):

@@ -15,13 +15,13 @@ HINT = {
     "vi": "Đọc lại mục \"Mixed precision\": autocast bọc forward pass.",
     "en": "Reread \"Mixed precision\": autocast wraps the forward pass.",
 }
-STEPS = AMP_STEPS
 
 
 def test_bf16_uses_autocast(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello,
                   draw: Draw) -> None:
     for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.bfloat16)):
         with dev:
-            losses = train(ex5, dev, dev.build("ex5.problem", *small(draw)), STEPS, torch.bfloat16, lr=draw.ex5_lr)
+            losses = train(ex5, dev, dev.build("ex5.problem", *small(draw)), AMP_STEPS, torch.bfloat16,
+                           lr=draw.ex5_lr)
         if really_reduced(dev, torch.bfloat16, losses, small(draw), draw.ex5_lr) == 0:
             fail("ex5.no_autocast", device=dev.label, dtype="bfloat16")

@@ -31,18 +31,18 @@ MESSAGES = {
               "scaler.scale(loss).backward(), scaler.step(optimizer), scaler.update().",
     },
 }
-STEPS = AMP_STEPS
 
 
 def test_fp16_uses_grad_scaler(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello,
                   draw: Draw) -> None:
     for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.float16)):
         with dev, dev.instruments(watch_amp=True) as calls:
-            losses = train(ex5, dev, dev.build("ex5.problem", *small(draw)), STEPS, torch.float16, lr=draw.ex5_lr)
+            losses = train(ex5, dev, dev.build("ex5.problem", *small(draw)), AMP_STEPS, torch.float16,
+                           lr=draw.ex5_lr)
         if really_reduced(dev, torch.float16, losses, small(draw), draw.ex5_lr) == 0:
             fail("ex5.no_autocast", device=dev.label, dtype="float16")
-        if min(calls.scale, calls.step, calls.update) < STEPS and calls.disabled:
+        if min(calls.scale, calls.step, calls.update) < AMP_STEPS and calls.disabled:
             fail("ex5.scaler_disabled", device=dev.label, disabled=calls.disabled)
-        if min(calls.scale, calls.step, calls.update) < STEPS:
+        if min(calls.scale, calls.step, calls.update) < AMP_STEPS:
             fail("ex5.fp16_no_scaler", device=dev.label, scale=calls.scale, step=calls.step, update=calls.update,
-                 steps=STEPS)
+                 steps=AMP_STEPS)
