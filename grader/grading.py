@@ -19,7 +19,7 @@ from grader.errors import GraderError, GraderFailure
 from grader.intake.names import learner_id, shown, submitted_as
 from grader.intake.submission import MiB, Submission, load_submission
 from grader.run.isolation import probe
-from grader.run.launch import ExecLauncher, Launcher
+from grader.run.launch import Launcher, grading_launcher
 from grader.run.sandbox import run_checks
 from grader.score.results import CheckOutcome, DeviceInfo, IsolationInfo, Report, TopLevelStop
 from grader.score.scoring import (
@@ -39,12 +39,16 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
           visibility: Iterable[Visibility] = ("public", "hidden"),
           exercises: Iterable[str] | None = None, launcher: Launcher | None = None,
           wall_clock_s: float | None = None, seed: int | None = None) -> Report:
-    """Grade the submission at ``path``; its processes start with ``launcher`` (grader/run/launch.py:
-    exec'd, isolated as this machine allows, unless a batch passes its fork servers).
+    """Grade the submission at ``path``; its processes start with ``launcher`` (grader/run/launch.py;
+    by default ``grading_launcher``, isolated as this machine allows; a batch passes its fork servers).
     ``wall_clock_s``: the instructor's bound on this learner's whole grading (``--learner-timeout``),
     instead of the course's ``limits.run_timeout_s``. ``seed``: the grading's secret, from which the
     checks draw their problems (grader/reference/draws.py); None draws a new one here, from the
     operating system, and the report says which, so that ``--seed`` regrades identically."""
+    if launcher is None:
+        with grading_launcher(probe()) as own:
+            return grade(path, course, device=device, lang=lang, visibility=visibility, exercises=exercises,
+                         launcher=own, wall_clock_s=wall_clock_s, seed=seed)
     started = time.monotonic()
     seed = new_seed() if seed is None else seed
     limits = course.limits if wall_clock_s is None else dataclasses.replace(course.limits, run_timeout_s=wall_clock_s)
@@ -65,7 +69,6 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
             else:
                 to_run.append(check)
     device_info = UNKNOWN_DEVICE
-    launcher = launcher or ExecLauncher(isolation=probe())
     notes: tuple[str, ...] = ()
     output = ""
     failure: GraderFailure | None = None

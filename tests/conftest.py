@@ -73,12 +73,17 @@ class ForkLaunchers:
     isolation (grader/run/launch.py, what ``grader batch`` grades with): for tests about what a
     grading says rather than how its processes start (tests/test_launch.py shows forked and exec'd
     ones grade alike), each grading then costs its checks, not two Pythons importing torch. Called
-    with an isolation, as ``grader.commands.cli.main``'s ``launcher_for``."""
+    with an isolation, as ``grader.commands.cli.main``'s ``launcher_for``: a context that leaves the
+session's servers running when a grading ends."""
 
     def __init__(self) -> None:
         self._launchers: dict[Isolation, ForkLauncher] = {}
 
-    def __call__(self, isolation: Isolation) -> Launcher:
+    def __call__(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
+        """The session's launcher for ``isolation``, left open when a grading ends."""
+        return contextlib.nullcontext(self.launcher(isolation))
+
+    def launcher(self, isolation: Isolation) -> Launcher:
         if isolation not in self._launchers:
             self._launchers[isolation] = ForkLauncher(WHOLE, isolation)
         return self._launchers[isolation]
@@ -100,7 +105,7 @@ def fork_launchers() -> Iterator[ForkLaunchers]:
 @pytest.fixture(scope="session")
 def fork_launcher(fork_launchers: ForkLaunchers) -> Launcher:
     """The session's fork servers for this machine's own isolation (``grade_public(launcher=)``)."""
-    return fork_launchers(probe())
+    return fork_launchers.launcher(probe())
 
 
 @pytest.fixture

@@ -198,12 +198,33 @@ def test_cpu_time_limit(tmp_path: Path, grade: Callable[..., Graded]) -> None:
 FORK_PROBE = "import sys\nprint('forked:', sys.modules['__main__'].__spec__.name == 'grader.spawn.forkserver')\n"
 
 
+# Its roundtrip checks pass; a call of its to_numpy ends the run it is in, and the grader starts another for the rest.
+CRASHES_IN_TO_NUMPY = FORK_PROBE + solution_text("ex3") + """
+import os
+
+def to_numpy(t):
+    os._exit(3)
+"""
+
+
 @pytest.mark.parametrize("spawn", SPAWNS)
-def test_only_batch_forks_children_from_a_server(spawn: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_a_grading_execs_its_first_run_and_forks_its_restarts(spawn: str, tmp_path: Path,
+                                                               request: pytest.FixtureRequest) -> None:
+    """``grader grade`` execs its first judge and learner process and forks the runs after a crash
+    from servers started then (grader/run/launch.py ``RestartLauncher``); ``grader batch`` forks
+    all, ``--no-fork-server`` execs all. Each run imports the submission again: its top level says how
+    its process started."""
     graded = _run(spawn, request)(folder_with(tmp_path / "class", "probe",
-                                              {"ex1_device": FORK_PROBE + solution_text("ex1")}))
+                                              {"ex1_device": solution_text("ex1"),
+                                               "ex3_roundtrip": CRASHES_IN_TO_NUMPY}))
     assert graded.exercise("ex1")["status"] == "passed"
-    assert f"forked: {spawn == 'batch'}" in graded.report["output"]  # type: ignore[index]
+    lost = graded.lost("ex3")
+    assert lost and all(".to_numpy" in check for check in lost), lost
+    started = [line for line in graded.report["output"].splitlines() if line.startswith("forked:")]  # type: ignore[index]
+    assert len(started) >= 2, started  # the first run and a restart
+    expected = {"grade": ["forked: False"] + ["forked: True"] * (len(started) - 1),
+                "batch": ["forked: True"] * len(started), "batch-exec": ["forked: False"] * len(started)}
+    assert started == expected[spawn]
 
 
 def test_killing_the_fork_server_does_not_stop_grading(tmp_path: Path, batch_one: Callable[..., Graded]) -> None:

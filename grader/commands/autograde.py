@@ -21,7 +21,7 @@ from grader.intake.submission import IGNORED_NAMES
 from grader.outputs.gradescope import page_path, results_of, unavailable_results, write_page
 from grader.outputs.report import write_yaml
 from grader.run.isolation import Isolation
-from grader.run.launch import ExecLauncher
+from grader.run.launch import grading_launcher
 from grader.score import texts
 
 SEARCH_DEPTH = 4  # how deep a submission's files may sit in what Gradescope hands over
@@ -67,7 +67,8 @@ def autograde(root: Path, course: Course, *, lang: Lang, isolation: Isolation) -
     found = find_submission(root / "submission", course.modules.values())
     target = found or root / "submission"
     try:
-        report = grade_or_failed(target, course, lang=lang, launcher=ExecLauncher(isolation=isolation))
+        with grading_launcher(isolation) as launcher:
+            report = grade_or_failed(target, course, lang=lang, launcher=launcher)
     except GraderError as exc:  # no submission folder at all, say: still a page
         unavailable(root, lang, str(exc))
         raise

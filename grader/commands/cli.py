@@ -12,6 +12,7 @@ import functools
 import platform
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from grader import __version__
@@ -26,7 +27,7 @@ from grader.outputs.lms import PLATFORMS
 from grader.outputs.report import write_yaml
 from grader.outputs.terminal import summary
 from grader.run.isolation import NONE, Isolation, probe
-from grader.run.launch import ExecLauncher, Launcher
+from grader.run.launch import Launcher, grading_launcher
 from grader.wire.messages import REQUESTED_DEVICES
 
 
@@ -86,15 +87,12 @@ def isolation_for(choice: str) -> Isolation:
     return probe() if choice == "auto" else NONE
 
 
-# What ``grader grade`` starts its judge and learner process with, given the isolation that
-# ``--isolation`` chose. The command line's is ``exec_launcher``: each a fresh Python. A program that
-# runs many gradings in one process passes its own to ``main`` (the test suite: processes forked from
-# warm servers, grader/run/launch.py ``ForkLauncher``, which tests/test_launch.py shows grade alike).
-LauncherFor = Callable[[Isolation], Launcher]
-
-
-def exec_launcher(isolation: Isolation) -> Launcher:
-    return ExecLauncher(isolation=isolation)
+# What ``grader grade`` starts its judge and learner processes with, for the grading's lifetime, given
+# the isolation that ``--isolation`` chose. The command line's is ``grading_launcher`` (grader/run/launch.py):
+# the first of each a fresh Python, a restart forked. A program that runs many gradings in one process
+# passes its own to ``main`` (the test suite: processes forked from warm servers, ``ForkLauncher``, which
+# tests/test_launch.py shows grade alike).
+LauncherFor = Callable[[Isolation], AbstractContextManager[Launcher]]
 
 
 def _version_line() -> str:
@@ -114,7 +112,7 @@ def _percent(value: float) -> float:
     return value
 
 
-def cmd_grade(args: argparse.Namespace, launcher_for: LauncherFor = exec_launcher) -> int:
+def cmd_grade(args: argparse.Namespace, launcher_for: LauncherFor = grading_launcher) -> int:
     course = load_course(args.course)
     lang = args.lang or course.default_lang
     fail_under = _percent(args.fail_under) if args.fail_under is not None else None
@@ -126,9 +124,9 @@ def cmd_grade(args: argparse.Namespace, launcher_for: LauncherFor = exec_launche
     # inside the submission is (grader/intake/submission.py).
     submission = args.submission.resolve() if args.submission.is_symlink() else args.submission
     code = ExitCode.OK
-    launcher = launcher_for(isolation_for(args.isolation))
-    report = grade_or_failed(submission, course, device=args.device, lang=lang, launcher=launcher,
-                             wall_clock_s=wall_clock_s, seed=seed)
+    with launcher_for(isolation_for(args.isolation)) as launcher:
+        report = grade_or_failed(submission, course, device=args.device, lang=lang, launcher=launcher,
+                                 wall_clock_s=wall_clock_s, seed=seed)
     if report.grader_error:
         print(f"grader: the grader could not grade {shown(str(args.submission))}: {shown(report.grader_error)}",
               file=sys.stderr)
@@ -346,7 +344,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 _LEARNER_COMMANDS = {"check": cmd_check, "notebooks": cmd_notebooks, "release": cmd_release}
 
 
-def main(argv: list[str] | None = None, *, launcher_for: LauncherFor = exec_launcher) -> int:
+def main(argv: list[str] | None = None, *, launcher_for: LauncherFor = grading_launcher) -> int:
     """The ``grader`` command; ``launcher_for``: how ``grade`` starts its processes (above)."""
     args = _parser().parse_args(argv)
     try:

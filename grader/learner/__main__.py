@@ -63,8 +63,8 @@ def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0, *, ahead: boo
         # walk torch's objects (nor dirty a fork server's pages).
         gc.freeze()
         Runner(conn, gpu_share).serve(start, seq)
-    except EOFError:
-        pass  # the judge is done (or gone)
+    except (EOFError, ConnectionError):
+        pass  # the judge is done, or gone (it hangs up on a protocol break): nothing for the learner's output
     except ProtocolError:
         code = 1
     sys.stdout.flush()

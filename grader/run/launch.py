@@ -9,7 +9,8 @@ the same things: its own session, the course's resource limits (the learner proc
 environment and work dir, stdin and stdout on fds 0-2 and the fds it is passed from 3 on.
 
 The launcher is an object the caller owns and passes to ``grade()`` — ``grader batch`` opens a
-ForkLauncher for its lifetime, ``grader grade`` uses an ExecLauncher — as CPython's
+ForkLauncher for its lifetime, ``grader grade`` a RestartLauncher (exec'd, then forked for the
+runs after the first) — as CPython's
 multiprocessing passes a context, never a module-global switch. A ForkLauncher whose server
 cannot start (or dies) execs instead, with the same results. Forks happen only on Linux (forking
 a process that loaded Apple's frameworks is unsafe).
@@ -360,6 +361,41 @@ class ForkLauncher:
         for server in servers:
             with contextlib.suppress(OSError):
                 server.close()
+
+
+class RestartLauncher:
+    """One grading's processes (``grader grade``, a self-check, Gradescope's ``autograde``): each
+    role's first process exec'd, a fresh Python as ``ExecLauncher`` starts it; its later ones —
+    the runs after one that crashed, ran out of time or broke the protocol (grader/run/sandbox.py)
+    — forked from a server of that role started at the first restart (``ForkLauncher``). A grading
+    done in one run starts no server; one that needs seven pays one Python start more per role,
+    not six. Close it (``grading_launcher``) to stop the servers."""
+
+    def __init__(self, share: Share = WHOLE, isolation: Isolation = iso.NONE) -> None:
+        self.share = share
+        self.isolation = isolation
+        self._first = ExecLauncher(share, isolation)
+        self._restarts = ForkLauncher(share, isolation)
+        self._started: set[Role] = set()
+
+    def start(self, spawn: Spawn) -> Child:
+        if spawn.role in self._started:
+            return self._restarts.start(spawn)
+        self._started.add(spawn.role)
+        return self._first.start(spawn)
+
+    def close(self) -> None:
+        self._restarts.close()
+
+
+@contextlib.contextmanager
+def grading_launcher(isolation: Isolation, share: Share = WHOLE) -> Iterator[Launcher]:
+    """What one grading starts its processes with, for its lifetime (``RestartLauncher``)."""
+    launcher = RestartLauncher(share, isolation)
+    try:
+        yield launcher
+    finally:
+        launcher.close()
 
 
 @contextlib.contextmanager
