@@ -19,8 +19,8 @@ import yaml
 
 from grader.commands.cli import main
 from grader.run.isolation import Isolation, probe
-from grader.run.launch import ForkLauncher, Launcher
-from grader.run.share import WHOLE
+from grader.run.launch import ExecLauncher, ForkLauncher, Launcher
+from grader.run.share import WHOLE, Share
 from tests import roster_class as canvas_class
 from tests.notebooks.catalog import CASES as NOTEBOOKS
 from tests.submissions.catalog import CORRECT_STYLES, MODULES, ROOT, mistakes
@@ -69,19 +69,22 @@ def grade(tmp_path: Path) -> Callable[..., Graded]:
 
 
 class ForkLaunchers:
-    """Fork servers for the in-process gradings of this test process, one ``ForkLauncher`` per
-    isolation (grader/run/launch.py, what ``grader batch`` grades with): for tests about what a
-    grading says rather than how its processes start (tests/test_launch.py shows forked and exec'd
-    ones grade alike), each grading then costs its checks, not two Pythons importing torch. Called
-    with an isolation, as ``grader.commands.cli.main``'s ``launcher_for``: a context that leaves the
-session's servers running when a grading ends."""
+    """Fork servers for the in-process commands of this test process (grader/run/launch.py
+    ``Launchers``): one pooled ``ForkLauncher`` per isolation, what ``grader batch`` grades with, left
+    running when a command ends. For tests about what a grading or a batch says rather than how its
+    processes start (tests/test_launch.py shows forked and exec'd ones grade alike), each grading then
+    costs its checks, not two Pythons importing torch, and each batch not four servers' start. A
+    batch here ignores its share of the machine (tests/test_batch.py's workers test runs the command
+    line); ``--no-fork-server`` still execs."""
 
     def __init__(self) -> None:
         self._launchers: dict[Isolation, ForkLauncher] = {}
 
-    def __call__(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
-        """The session's launcher for ``isolation``, left open when a grading ends."""
+    def grading(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
         return contextlib.nullcontext(self.launcher(isolation))
+
+    def batch(self, fork: bool, share: Share, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
+        return contextlib.nullcontext(self.launcher(isolation) if fork else ExecLauncher(share, isolation))
 
     def launcher(self, isolation: Isolation) -> Launcher:
         if isolation not in self._launchers:
@@ -108,23 +111,49 @@ def fork_launcher(fork_launchers: ForkLaunchers) -> Launcher:
     return fork_launchers.launcher(probe())
 
 
+def _in_process(argv: list[str], launchers: ForkLaunchers) -> tuple[int, str, str]:
+    """``grader ARGV`` run by ``main`` in this test process: exit code, stdout, stderr."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = main(argv, launchers=launchers)
+        except SystemExit as exc:  # argparse's usage error
+            code = exc.code if isinstance(exc.code, int) else 2
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
 @pytest.fixture
 def grade_forked(tmp_path: Path, fork_launchers: ForkLaunchers) -> Callable[..., Graded]:
     """``grader grade`` as ``grade`` runs it, but in this test process, its judge and learner process
-    forked from the session's warm servers (``main(launcher_for=)``). For tests about what a grading
+    forked from the session's warm servers (``main(launchers=)``). For tests about what a grading
     says; a test about how ``grader grade``'s own processes start, are contained or can be attacked
     uses ``grade`` (a subprocess, exec'd processes). ``lang=None``: the course's own language."""
     def run(submission: Path, *extra: str, lang: str | None = "en") -> Graded:
         out = tmp_path / "reports" / f"{len(list(tmp_path.glob('reports/*')))}.yaml"  # any submission name fits
-        stdout, stderr = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            try:
-                code = main(["grade", str(submission), "-o", str(out), *(("--lang", lang) if lang else ()), *extra],
-                            launcher_for=fork_launchers)
-            except SystemExit as exc:  # argparse's usage error
-                code = exc.code if isinstance(exc.code, int) else 2
+        code, stdout, stderr = _in_process(
+            ["grade", str(submission), "-o", str(out), *(("--lang", lang) if lang else ()), *extra], fork_launchers)
         report = yaml.safe_load(out.read_text(encoding="utf-8")) if out.exists() else None
-        return Graded(code, stdout.getvalue(), stderr.getvalue(), report)
+        return Graded(code, stdout, stderr, report)
+
+    return run
+
+
+@dataclass(frozen=True)
+class Batched:
+    """What ``batch_forked`` ran, read as a ``subprocess.CompletedProcess``."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def batch_forked(fork_launchers: ForkLaunchers) -> Callable[..., Batched]:
+    """``grader batch ARGS`` in this test process, its learners' processes forked from the session's
+    warm servers (``main(launchers=)``): for tests about what a batch writes. A test about the
+    command itself (its exit on Ctrl-C, its workers' share of the machine) runs it with ``run_cli``."""
+    def run(*args: str) -> Batched:
+        return Batched(*_in_process(["batch", *args], fork_launchers))
 
     return run
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,13 @@ import pytest
 import yaml
 
 from grader.run.isolation import probe
-from tests.conftest import ROOT, STUBS, copy_solutions, course_with, run_cli
+from tests.conftest import ROOT, STUBS, Batched, copy_solutions, course_with, run_cli
 
 HEADER = ["learner", "ex1", "ex2", "ex3", "ex4", "ex5", "score", "max_score", "status", "submitted_as"]
 SYNTAX_ERROR = "import torch\n\ndef pick_device(:\n    return torch.device('cpu')\n"
 EXITS_ON_IMPORT = "import os\nos._exit(3)\n"
 ENDLESS_ON_IMPORT = "while True:\n    pass\n"
+BatchForked = Callable[..., Batched]  # tests/conftest.py: `grader batch` in this process, from warm servers
 
 
 def gradebook(out: Path) -> list[dict[str, str]]:
@@ -94,15 +96,15 @@ def test_batch_grades_every_learner_with_progress_gradebook_and_summary(tmp_path
     assert summary["distribution"][0]["learners"] == 3 and summary["distribution"][4]["learners"] == 1
 
 
-def test_rerun_grades_only_learners_whose_submission_changed(tmp_path: Path) -> None:
+def test_rerun_grades_only_learners_whose_submission_changed(tmp_path: Path, batch_forked: BatchForked) -> None:
     cls = static_class(tmp_path / "class", ("ann", "ben", "cam", "dan"))
     out = cls / "grades"  # inside the submissions folder: never taken for a learner
-    first = run_cli("batch", str(cls), "-o", str(out))
+    first = batch_forked(str(cls), "-o", str(out))
     assert first.returncode == 0, first.stderr
     assert "4 graded" in first.stdout
     stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("*.yaml")}
 
-    again = run_cli("batch", str(cls), "-o", str(out))
+    again = batch_forked(str(cls), "-o", str(out))
     assert "0 graded, 4 already up to date" in again.stdout
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.yaml") if p.stem != "summary"} == {
         k: v for k, v in stamps.items() if k != "summary.yaml"}
@@ -110,20 +112,21 @@ def test_rerun_grades_only_learners_whose_submission_changed(tmp_path: Path) -> 
     (cls / "ben.py").write_text(SYNTAX_ERROR + "# changed\n", encoding="utf-8")
     (out / "cam.yaml").unlink()  # a report lost
     (out / "dan.yaml").write_text("score: [half written", encoding="utf-8")  # not a report
-    changed = run_cli("batch", str(cls), "-o", str(out))
+    changed = batch_forked(str(cls), "-o", str(out))
     assert "3 graded, 1 already up to date" in changed.stdout
     assert (out / "ann.yaml").stat().st_mtime_ns == stamps["ann.yaml"]
     assert report(out, "dan")["learner"] == "dan"
     assert [r["learner"] for r in gradebook(out)] == ["ann", "ben", "cam", "dan"]
 
-    forced = run_cli("batch", str(cls), "-o", str(out), "--force")
+    forced = batch_forked(str(cls), "-o", str(out), "--force")
     assert "4 graded, 0 already up to date" in forced.stdout
 
-    english = run_cli("batch", str(cls), "-o", str(out), "--lang", "en")  # a report in another language
+    english = batch_forked(str(cls), "-o", str(out), "--lang", "en")  # a report in another language
     assert "4 graded" in english.stdout
 
 
-def test_endless_hostile_and_linked_learners_cost_only_their_own_report(tmp_path: Path) -> None:
+def test_endless_hostile_and_linked_learners_cost_only_their_own_report(tmp_path: Path,
+                                                                       batch_forked: BatchForked) -> None:
     course = course_with(tmp_path, {"run_timeout_s: 300": "run_timeout_s: 30"})
     cls = tmp_path / "class"
     cls.mkdir()
@@ -133,7 +136,7 @@ def test_endless_hostile_and_linked_learners_cost_only_their_own_report(tmp_path
     (cls / "linked.py").symlink_to("/proc/self/mem")  # followed, reading it failed with EIO
     out = tmp_path / "out"
 
-    proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--course", str(course), timeout=120)
+    proc = batch_forked(str(cls), "-o", str(out), "--workers", "2", "--course", str(course))
 
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -152,31 +155,31 @@ def test_endless_hostile_and_linked_learners_cost_only_their_own_report(tmp_path
     assert linked["grader_error"] is None and linked["score"] == 0.0 and statuses(linked) == {"error"}
     assert "symbolic link" in linked["exercises"]["ex1"]["checks"][0]["message"]
 
-    rerun = run_cli("batch", str(cls), "-o", str(out), "--course", str(course), timeout=120)
+    rerun = batch_forked(str(cls), "-o", str(out), "--course", str(course))
     assert "0 graded, 4 already up to date" in rerun.stdout
 
 
-def test_a_report_changed_after_grading_is_regraded_and_never_merged(tmp_path: Path) -> None:
+def test_a_report_changed_after_grading_is_regraded_and_never_merged(tmp_path: Path, batch_forked: BatchForked) -> None:
     cls = static_class(tmp_path / "class", ("ann", "ben"))
     out = tmp_path / "out"
-    assert run_cli("batch", str(cls), "-o", str(out)).returncode == 0
+    assert batch_forked(str(cls), "-o", str(out)).returncode == 0
     honest = report(out, "ann")
     forged = dict(honest, score=100.0)  # what a learner's daemon, or a hand edit, would write
     (out / "ann.yaml").write_text(yaml.safe_dump(forged, allow_unicode=True, sort_keys=False), encoding="utf-8")
     merge = run_cli("merge", str(out), "-o", str(tmp_path / "merged"))
     assert merge.returncode == 2 and "ann.yaml was changed after the grader wrote it" in merge.stderr
-    again = run_cli("batch", str(cls), "-o", str(out))
+    again = batch_forked(str(cls), "-o", str(out))
     assert "1 graded, 1 already up to date" in again.stdout
     assert report(out, "ann")["score"] == honest["score"]
     assert [r["score"] for r in gradebook(out)] == [f"{honest['score']:g}", f"{report(out, 'ben')['score']:g}"]
 
 
-def test_shards_partition_the_class_and_merge_rebuilds_one_gradebook(tmp_path: Path) -> None:
+def test_shards_partition_the_class_and_merge_rebuilds_one_gradebook(tmp_path: Path, batch_forked: BatchForked) -> None:
     names = ("ann", "ben", "cam", "dan", "eve")
     cls = static_class(tmp_path / "class", names)
     shards = [tmp_path / f"shard-{k}" for k in (1, 2)]
     for k, shard in enumerate(shards, 1):
-        proc = run_cli("batch", str(cls), "-o", str(shard), "--shard", f"{k}/2")
+        proc = batch_forked(str(cls), "-o", str(shard), "--shard", f"{k}/2")
         assert proc.returncode == 0, proc.stderr
     graded = [[r["learner"] for r in gradebook(shard)] for shard in shards]
     assert graded == [["ann", "ben"], ["cam", "dan", "eve"]]
@@ -191,7 +194,7 @@ def test_shards_partition_the_class_and_merge_rebuilds_one_gradebook(tmp_path: P
     assert (merged / "summary.html").is_file()
 
     # The merged folder is a batch output like any other: nothing left to grade there.
-    rerun = run_cli("batch", str(cls), "-o", str(merged))
+    rerun = batch_forked(str(cls), "-o", str(merged))
     assert "0 graded, 5 already up to date" in rerun.stdout
 
     overlap = run_cli("merge", str(shards[0]), str(merged), "-o", str(tmp_path / "again"))
@@ -275,7 +278,7 @@ def _forked_learners(pid: int) -> int:
     return sum(1 for p in ours if any(under(p, other) for other in ours if other != p))
 
 
-def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path) -> None:
+def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path, batch_forked: BatchForked) -> None:
     cls = static_class(tmp_path / "class", ("a_first", "c_last"))
     slow = copy_solutions(cls, "b_slow", only=("ex1",)) / "ex1_device.py"
     slow.write_text("import time\ntime.sleep(5)\n" + slow.read_text(encoding="utf-8"), encoding="utf-8")
@@ -301,7 +304,7 @@ def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path) -> None:
     assert [r["learner"] for r in gradebook(out)] == ["a_first", "b_slow"]
     assert report(out, "b_slow")["exercises"]["ex1"]["score"] == 20.0
 
-    rerun = run_cli("batch", str(cls), "-o", str(out))
+    rerun = batch_forked(str(cls), "-o", str(out))
     assert "1 graded, 2 already up to date" in rerun.stdout
 
 
@@ -318,13 +321,13 @@ def test_bad_options_are_usage_errors(tmp_path: Path, args: tuple[str, ...], mes
     assert "Traceback" not in proc.stderr
 
 
-def test_clashing_and_reserved_names_are_learners_each(tmp_path: Path) -> None:
+def test_clashing_and_reserved_names_are_learners_each(tmp_path: Path, batch_forked: BatchForked) -> None:
     """Two entries of one stem, and names of the class files: each a learner of its own
     (tests/test_hostile_names.py grades a class of such names)."""
     cls = static_class(tmp_path / "class", ("ann", "summary", "gradebook"))
     (cls / "ann.ipynb").write_text("{}", encoding="utf-8")
     out = tmp_path / "out"
-    proc = run_cli("batch", str(cls), "-o", str(out))
+    proc = batch_forked(str(cls), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     rows = {row["submitted_as"]: row["learner"] for row in gradebook(out)}
     assert rows["ann.py"] == "ann.py" and rows["ann.ipynb"] == "ann.ipynb"

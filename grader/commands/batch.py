@@ -59,7 +59,7 @@ from grader.outputs.report import write_atomic
 from grader.outputs.seal import Stamp, StoredReport, load_report, seal_intact, seal_key, sealed, write_stored
 from grader.outputs.summary import SUMMARY_STEM, summarize, write_summary
 from grader.run.isolation import NONE, Isolation, probe
-from grader.run.launch import Launcher, launcher_for_batch
+from grader.run.launch import FRESH, Launcher, Launchers
 from grader.run.share import machine_share
 from grader.score.results import Report
 from grader.wire.messages import RequestedDevice
@@ -166,8 +166,9 @@ class Batch:
     def __init__(self, course: Course, out_dir: Path, *, device: RequestedDevice = "auto", lang: Lang = "vi",
                  workers: int = 1, force: bool = False, progress: bool = True, fork: bool = True,
                  isolation: Isolation = NONE, wall_clock_s: float | None = None,
-                 record: ClassRecord | None = None) -> None:
+                 record: ClassRecord | None = None, launchers: Launchers = FRESH) -> None:
         self.course, self.out_dir = course, out_dir
+        self.launchers = launchers
         self.isolation = isolation
         self.wall_clock_s = wall_clock_s
         self.device, self.lang = device, lang
@@ -226,7 +227,7 @@ class Batch:
         bar = tqdm(total=len(learners), initial=current, unit="learner", desc="grading", file=sys.stderr,
                    disable=not self.progress, dynamic_ncols=True)
         # Each worker forks its processes from servers that imported torch once, for the batch's lifetime.
-        with launcher_for_batch(self.fork, machine_share(self.workers, os.environ), self.isolation) as launcher:
+        with self.launchers.batch(self.fork, machine_share(self.workers, os.environ), self.isolation) as launcher:
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grade")
             try:
                 futures = {pool.submit(self.grade, learner, stamp, launcher): learner for learner, stamp in todo}
@@ -264,12 +265,13 @@ def _roster_learners(learners: list[Learner], submissions: Path, out_dir: Path,
 def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int = 1, force: bool = False,
               device: RequestedDevice = "auto", lang: Lang = "vi", shard: Shard | None = None,
               progress: bool = True, fork: bool = True, isolation: Isolation | None = None,
-              wall_clock_s: float | None = None, roster: RosterOptions | None = None) -> BatchResult:
+              wall_clock_s: float | None = None, roster: RosterOptions | None = None,
+              launchers: Launchers = FRESH) -> BatchResult:
     """``fork``: fork each run's processes from warm servers (``grader batch --no-fork-server``:
     exec each, a fresh Python every time, slower, same verdicts); ``isolation`` None: what this
     machine offers (grader/run/isolation.py); ``wall_clock_s``: each learner's bound
     (``--learner-timeout``), else the course's ``limits.run_timeout_s``; ``roster``: the class list
-    the submissions are matched to."""
+    the submissions are matched to; ``launchers``: where the processes come from (grader/run/launch.py)."""
     if workers < 1:
         raise GraderError(f"--workers: {workers!r} must be at least 1")
     if out_dir.resolve() == submissions.resolve():
@@ -289,7 +291,8 @@ def run_batch(submissions: Path, out_dir: Path, course: Course, *, workers: int 
             if learner.id in sources:
                 stage(sources[learner.id], learner.path)
     return Batch(course, out_dir, device=device, lang=lang, workers=workers, force=force, progress=progress,
-                 fork=fork, isolation=isolation or probe(), wall_clock_s=wall_clock_s, record=record).run(learners)
+                 fork=fork, isolation=isolation or probe(), wall_clock_s=wall_clock_s, record=record,
+                 launchers=launchers).run(learners)
 
 
 def sealed_reports(folder: Path, command: str) -> list[tuple[Path, StoredReport]]:

@@ -12,7 +12,6 @@ import functools
 import platform
 import sys
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 
 from grader import __version__
@@ -27,7 +26,7 @@ from grader.outputs.lms import PLATFORMS
 from grader.outputs.report import write_yaml
 from grader.outputs.terminal import summary
 from grader.run.isolation import NONE, Isolation, probe
-from grader.run.launch import Launcher, grading_launcher
+from grader.run.launch import FRESH, Launchers
 from grader.wire.messages import REQUESTED_DEVICES
 
 
@@ -87,14 +86,6 @@ def isolation_for(choice: str) -> Isolation:
     return probe() if choice == "auto" else NONE
 
 
-# What ``grader grade`` starts its judge and learner processes with, for the grading's lifetime, given
-# the isolation that ``--isolation`` chose. The command line's is ``grading_launcher`` (grader/run/launch.py):
-# the first of each a fresh Python, a restart forked. A program that runs many gradings in one process
-# passes its own to ``main`` (the test suite: processes forked from warm servers, ``ForkLauncher``, which
-# tests/test_launch.py shows grade alike).
-LauncherFor = Callable[[Isolation], AbstractContextManager[Launcher]]
-
-
 def _version_line() -> str:
     """Read without importing torch: ``grader --version`` stays instant."""
     from importlib.metadata import PackageNotFoundError, version
@@ -112,7 +103,7 @@ def _percent(value: float) -> float:
     return value
 
 
-def cmd_grade(args: argparse.Namespace, launcher_for: LauncherFor = grading_launcher) -> int:
+def cmd_grade(args: argparse.Namespace, launchers: Launchers = FRESH) -> int:
     course = load_course(args.course)
     lang = args.lang or course.default_lang
     fail_under = _percent(args.fail_under) if args.fail_under is not None else None
@@ -124,7 +115,7 @@ def cmd_grade(args: argparse.Namespace, launcher_for: LauncherFor = grading_laun
     # inside the submission is (grader/intake/submission.py).
     submission = args.submission.resolve() if args.submission.is_symlink() else args.submission
     code = ExitCode.OK
-    with launcher_for(isolation_for(args.isolation)) as launcher:
+    with launchers.grading(isolation_for(args.isolation)) as launcher:
         report = grade_or_failed(submission, course, device=args.device, lang=lang, launcher=launcher,
                                  wall_clock_s=wall_clock_s, seed=seed)
     if report.grader_error:
@@ -189,7 +180,7 @@ def _roster_options(args: argparse.Namespace) -> RosterOptions | None:
     return RosterOptions(args.roster, args.roster_encoding, args.missing or "empty")
 
 
-def cmd_batch(args: argparse.Namespace) -> int:
+def cmd_batch(args: argparse.Namespace, launchers: Launchers = FRESH) -> int:
     course = load_course(args.course)
     shard = parse_shard(args.shard) if args.shard is not None else None
     wall_clock_s = _learner_timeout(args.learner_timeout)
@@ -198,7 +189,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         done = run_batch(args.submissions, args.output, course, workers=args.workers, force=args.force,
                          device=args.device, lang=args.lang or course.default_lang, shard=shard,
                          progress=not args.quiet, fork=args.fork_server, isolation=isolation_for(args.isolation),
-                         wall_clock_s=wall_clock_s, roster=roster)
+                         wall_clock_s=wall_clock_s, roster=roster, launchers=launchers)
     except OSError as exc:
         raise GraderError(f"batch: {shown(str(exc))}") from None
     if not args.quiet:
@@ -344,12 +335,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 _LEARNER_COMMANDS = {"check": cmd_check, "notebooks": cmd_notebooks, "release": cmd_release}
 
 
-def main(argv: list[str] | None = None, *, launcher_for: LauncherFor = grading_launcher) -> int:
-    """The ``grader`` command; ``launcher_for``: how ``grade`` starts its processes (above)."""
+def main(argv: list[str] | None = None, *, launchers: Launchers = FRESH) -> int:
+    """The ``grader`` command; ``launchers``: how ``grade`` and ``batch`` start their processes
+    (grader/run/launch.py: the command line's ``FRESH``; the test suite passes warm servers)."""
     args = _parser().parse_args(argv)
     try:
         commands: dict[str, Callable[[argparse.Namespace], int]] = {
-            "grade": functools.partial(cmd_grade, launcher_for=launcher_for), "batch": cmd_batch,
+            "grade": functools.partial(cmd_grade, launchers=launchers),
+            "batch": functools.partial(cmd_batch, launchers=launchers),
             "merge": cmd_merge, "export": cmd_export, "doctor": cmd_doctor, "autograde": cmd_autograde,
             **_LEARNER_COMMANDS}
         return commands[args.command](args)

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Protocol
 
@@ -170,8 +170,10 @@ class ServerGone(Exception):
 class ForkedChild:
     """A child forked by a server, as the sandbox sees a Popen."""
 
-    def __init__(self, server: ForkServer, pid: int, stdin: int, stdout: int) -> None:
+    def __init__(self, server: ForkServer, pid: int, stdin: int, stdout: int,
+                 on_exit: Callable[[ForkServer], None]) -> None:
         self._server = server
+        self._on_exit = on_exit
         self.pid = pid
         self.host_pid = not server.isolated  # an isolated server's pids are of its own namespace
         self.returncode: int | None = None
@@ -212,6 +214,7 @@ class ForkedChild:
                 return
             code = message.code
             self.returncode = iso.exit_status(code) if self._server.isolated else code
+            self._on_exit(self._server)
 
 
 def _running(pid: int) -> bool:
@@ -233,6 +236,7 @@ class ForkServer:
         self.role = role
         self.env = dict(env)
         self.isolated = role == "learner" and isolation.forks
+        self.work_mb = work_mb
         server_env = dict(env)
         if role == "learner" and not isolation.cgroups:
             # The run token is written into each child's environment block in place (grader/spawn/forkserver.py);
@@ -270,7 +274,8 @@ class ForkServer:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def start(self, spawn: Spawn) -> ForkedChild:
+    def start(self, spawn: Spawn, on_exit: Callable[[ForkServer], None] = lambda server: None) -> ForkedChild:
+        """Fork a child for ``spawn``; ``on_exit(self)`` once its exit is read (the server is idle)."""
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
         try:
@@ -289,7 +294,7 @@ class ForkServer:
             os.close(stdout_r)
             self.close()
             raise ServerGone(f"the {self.role} fork server died")
-        child = ForkedChild(self, reply.pid, stdin_w, stdout_r)
+        child = ForkedChild(self, reply.pid, stdin_w, stdout_r, on_exit)
         child.fds = tuple(range(FIRST_FD, FIRST_FD + len(spawn.fds)))
         return child
 
@@ -303,15 +308,18 @@ class ForkServer:
 
 
 class ForkLauncher:
-    """Each thread that grades gets a server of each role, started on first use; all are stopped
-    when the launcher closes. A server that could not start is not tried again in that thread:
-    its processes are exec'd."""
+    """A pool of servers, each of one role: a start forks from an idle server of its role (one
+    started now when none is idle), which is busy until its child has exited and the grader has read
+    so; a batch of N workers holds at most N of each role, and a program that runs batch after batch
+    (the test suite) reuses them. All are stopped when the launcher closes. A role whose server
+    could not start is not tried again: its processes are exec'd."""
 
     def __init__(self, share: Share = WHOLE, isolation: Isolation = iso.NONE) -> None:
         self.share = share
         self.isolation = isolation
-        self._local = threading.local()
+        self._idle: list[ForkServer] = []
         self._servers: list[ForkServer] = []
+        self._failed: set[Role] = set()
         self._lock = threading.Lock()
         self.usable = sys.platform == "linux"
 
@@ -321,43 +329,46 @@ class ForkLauncher:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _server(self, role: Role, env: Mapping[str, str], work_mb: int) -> ForkServer | None:
-        failed: set[Role] = self._local.__dict__.setdefault("failed", set())
-        servers: dict[Role, ForkServer] = self._local.__dict__.setdefault("servers", {})
-        if role in failed or not self.usable:
+    def _acquire(self, role: Role, env: Mapping[str, str], work_mb: int) -> ForkServer | None:
+        if role in self._failed or not self.usable:
             return None
         if role == "learner" and self.isolation.mode == "bwrap" and not self.isolation.forks:
             return None  # isolated, but this machine cannot fork isolated processes: each is exec'd
-        server = servers.get(role)
-        if server is not None and server.alive() and server.env == dict(env):
-            return server
-        if server is not None:
-            server.close()
+        with self._lock:
+            for server in list(self._idle):
+                if server.role == role and server.env == dict(env) and server.work_mb == work_mb:
+                    self._idle.remove(server)
+                    if server.alive():
+                        return server
+                    server.close()
         try:
             server = ForkServer(role, env, self.isolation, work_mb)
         except (ServerGone, OSError):
-            failed.add(role)
-            servers.pop(role, None)
+            self._failed.add(role)
             return None
-        servers[role] = server
         with self._lock:
             self._servers.append(server)
         return server
 
+    def _release(self, server: ForkServer) -> None:
+        with self._lock:
+            if server in self._servers:  # not closed meanwhile
+                self._idle.append(server)
+
     def start(self, spawn: Spawn) -> Child:
         spawn = _shared(spawn, self.share)
         server_env = {k: v for k, v in spawn.env.items() if k != TOKEN_VAR}
-        server = self._server(spawn.role, server_env, spawn.limits.file_size_mb if spawn.limits else 256)
+        server = self._acquire(spawn.role, server_env, spawn.limits.file_size_mb if spawn.limits else 256)
         if server is not None:
             try:
-                return server.start(spawn)
+                return server.start(spawn, on_exit=self._release)
             except ServerGone:
-                self._local.servers.pop(spawn.role, None)
+                pass
         return Exec(spawn, self.isolation)
 
     def close(self) -> None:
         with self._lock:
-            servers, self._servers = self._servers, []
+            servers, self._servers, self._idle = self._servers, [], []
         for server in servers:
             with contextlib.suppress(OSError):
                 server.close()
@@ -407,3 +418,26 @@ def launcher_for_batch(fork: bool, share: Share, isolation: Isolation) -> Iterat
         return
     with ForkLauncher(share, isolation) as launcher:
         yield launcher
+
+
+class Launchers(Protocol):
+    """How the commands start their processes: ``grading`` for one ``grader grade`` (its lifetime),
+    ``batch`` for a ``grader batch`` (its lifetime; ``fork`` False: ``--no-fork-server``)."""
+
+    def grading(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]: ...
+    def batch(self, fork: bool, share: Share, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]: ...
+
+
+class FreshLaunchers:
+    """The command line's: each command starts its own processes and servers, and stops them when
+    it is done. A program that runs many commands in one process (the test suite) passes its own
+    ``Launchers`` to ``grader.commands.cli.main``, sharing warm servers between them."""
+
+    def grading(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
+        return grading_launcher(isolation)
+
+    def batch(self, fork: bool, share: Share, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
+        return launcher_for_batch(fork, share, isolation)
+
+
+FRESH = FreshLaunchers()
