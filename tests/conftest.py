@@ -20,7 +20,7 @@ import yaml
 from grader.commands.cli import main
 from grader.run.isolation import Isolation, probe
 from grader.run.launch import ExecLauncher, ForkLauncher, Launcher
-from grader.run.share import WHOLE, Share
+from grader.run.share import Share, machine_share
 from tests import roster_class as canvas_class
 from tests.notebooks.catalog import CASES as NOTEBOOKS
 from tests.submissions.catalog import CORRECT_STYLES, MODULES, ROOT, mistakes
@@ -50,9 +50,21 @@ class Graded:
         return {c["id"] for c in self.exercise(ex_id)["checks"] if c["status"] != "passed"}
 
 
+def suite_share() -> Share:
+    """What each grading of this test process gets of the machine: the xdist workers' gradings run
+    side by side, so each gets its part of the cores, as ``grader batch --workers N`` gives each of its
+    gradings (grader/run/share.py). With a thread per core, two `grader grade solutions` side by side
+    on 2 cores took 27-36 CPU-s; with their part, 14-16."""
+    return machine_share(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), os.environ)
+
+
+SHARE = suite_share()
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    """``grader ARGS`` in a subprocess, its gradings with this test process's part of the cores (``SHARE``)."""
+    env = {**os.environ, **SHARE.env, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, check=False,
                           cwd=cwd or ROOT, env=env, timeout=timeout)
 
@@ -73,9 +85,9 @@ class ForkLaunchers:
     ``Launchers``): one pooled ``ForkLauncher`` per isolation, what ``grader batch`` grades with, left
     running when a command ends. For tests about what a grading or a batch says rather than how its
     processes start (tests/test_launch.py shows forked and exec'd ones grade alike), each grading then
-    costs its checks, not two Pythons importing torch, and each batch not four servers' start. A
-    batch here ignores its share of the machine (tests/test_batch.py's workers test runs the command
-    line); ``--no-fork-server`` still execs."""
+    costs its checks, not two Pythons importing torch, and each batch not four servers' start. Every
+    process gets this test process's part of the cores (``SHARE``), a batch's ``--workers`` share too
+    (tests/test_batch.py's workers test runs the command line); ``--no-fork-server`` still execs."""
 
     def __init__(self) -> None:
         self._launchers: dict[Isolation, ForkLauncher] = {}
@@ -88,7 +100,7 @@ class ForkLaunchers:
 
     def launcher(self, isolation: Isolation) -> Launcher:
         if isolation not in self._launchers:
-            self._launchers[isolation] = ForkLauncher(WHOLE, isolation)
+            self._launchers[isolation] = ForkLauncher(SHARE, isolation)
         return self._launchers[isolation]
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from grader.run.isolation import probe
-from tests.conftest import ROOT, STUBS, Batched, copy_solutions, course_with, run_cli
+from tests.conftest import ROOT, SHARE, STUBS, Batched, copy_solutions, course_with, run_cli
 
 HEADER = ["learner", "ex1", "ex2", "ex3", "ex4", "ex5", "score", "max_score", "status", "submitted_as"]
 SYNTAX_ERROR = "import torch\n\ndef pick_device(:\n    return torch.device('cpu')\n"
@@ -287,7 +287,7 @@ def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path, batch_forked:
     # Sent as soon as a_first's report existed, it once came before the worker took b_slow.
     out = tmp_path / "out"
     command = [sys.executable, "-m", "grader", "batch", str(cls), "-o", str(out), "--workers", "1"]
-    with subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    with subprocess.Popen(command, cwd=ROOT, env={**os.environ, **SHARE.env, "PYTHONPATH": str(ROOT)},
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           preexec_fn=_as_from_a_terminal) as proc:  # noqa: PLW1509 - before exec
         deadline = time.monotonic() + 120

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, copy_solutions, course_with, folder_with, solution_text
+from tests.conftest import ROOT, SHARE, copy_solutions, course_with, folder_with, solution_text
 from tests.hostile_corpus import RAW_FRAMES, SOLUTIONS
 from tests.submissions.catalog import MODULES
 
@@ -125,7 +125,7 @@ def _measured(*args: str) -> tuple[subprocess.CompletedProcess[str], int, int]:
         "print('PEAK', own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
         "sys.exit(code)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **SHARE.env, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", wrapper], capture_output=True, text=True, check=False, cwd=ROOT,
                           env=env, timeout=1800)
     peak = next(line for line in proc.stderr.splitlines() if line.startswith("PEAK")).split()

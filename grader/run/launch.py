@@ -148,8 +148,9 @@ def _same(code: int | None) -> int | None:
 
 
 def _shared(spawn: Spawn, share: Share) -> Spawn:
-    """``spawn`` with its grading's share of the machine: the thread variables, the GPU's part."""
-    return dataclasses.replace(spawn, env={**spawn.env, **share.env}, gpu_share=share.gpu)
+    """``spawn`` with its grading's share of the machine: the thread variables (where ``spawn`` sets
+    none: the judge's one thread, grader/run/sandbox.py), the GPU's part."""
+    return dataclasses.replace(spawn, env={**share.env, **spawn.env}, gpu_share=share.gpu)
 
 
 class ExecLauncher:

@@ -39,6 +39,7 @@ from grader.run.cgroups import RunCgroup
 from grader.run.isolation import Isolation
 from grader.run.launch import Child, ExecLauncher, Launcher, Spawn
 from grader.run.reaper import kill_everything, token_tasks
+from grader.run.share import THREAD_VARS
 from grader.score.results import CheckOutcome, DeviceInfo
 from grader.spawn.confine import HOME, TOKEN_VAR
 from grader.wire.codec import encode
@@ -140,6 +141,14 @@ def task_limit(limits: Limits) -> int:
     code starts, on top of the learner process's own threads — torch's intra-op and inter-op pools,
     up to one each per core (a correct submission on a 128-core machine has about 260), and a few."""
     return limits.max_processes + 2 * (os.cpu_count() or 1) + 16
+
+
+# The judge computes small references and otherwise waits on the learner process: one torch thread,
+# whatever a grading's share of the cores (grader/run/share.py). With one per core its OpenMP threads
+# spin-wait after each parallel region, on the cores the learner process computes on: two `grader
+# grade solutions` side by side on 2 cores took 27-36 CPU-s with every process on 2 threads, 14-16
+# with one each; alone, 8.3 vs 6.9 CPU-s in the same wall time.
+JUDGE_THREADS = {var: "1" for var in THREAD_VARS}
 
 
 def base_env() -> dict[str, str]:
@@ -267,7 +276,8 @@ class _Runner:
             learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
                                                 self.limits, self.device, cgroup_fds, import_ahead=ahead))
             learner.stdin.close()
-            judge = self.launcher.start(Spawn("judge", {**base, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
+            judge = self.launcher.start(Spawn("judge", {**base, **JUDGE_THREADS, "CUDA_VISIBLE_DEVICES": ""},
+                                              tempfile.gettempdir(),
                                               (write_fd, judge_end.fileno()), self.limits))
         finally:
             learner_end.close()
