@@ -123,7 +123,7 @@ def fork_launcher(fork_launchers: ForkLaunchers) -> Launcher:
     return fork_launchers.launcher(probe())
 
 
-def _in_process(argv: list[str], launchers: ForkLaunchers) -> tuple[int, str, str]:
+def in_process(argv: list[str], launchers: ForkLaunchers) -> tuple[int, str, str]:
     """``grader ARGV`` run by ``main`` in this test process: exit code, stdout, stderr."""
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -142,7 +142,7 @@ def grade_forked(tmp_path: Path, fork_launchers: ForkLaunchers) -> Callable[...,
     uses ``grade`` (a subprocess, exec'd processes). ``lang=None``: the course's own language."""
     def run(submission: Path, *extra: str, lang: str | None = "en") -> Graded:
         out = tmp_path / "reports" / f"{len(list(tmp_path.glob('reports/*')))}.yaml"  # any submission name fits
-        code, stdout, stderr = _in_process(
+        code, stdout, stderr = in_process(
             ["grade", str(submission), "-o", str(out), *(("--lang", lang) if lang else ()), *extra], fork_launchers)
         report = yaml.safe_load(out.read_text(encoding="utf-8")) if out.exists() else None
         return Graded(code, stdout, stderr, report)
@@ -165,7 +165,7 @@ def batch_forked(fork_launchers: ForkLaunchers) -> Callable[..., Batched]:
     warm servers (``main(launchers=)``): for tests about what a batch writes. A test about the
     command itself (its exit on Ctrl-C, its workers' share of the machine) runs it with ``run_cli``."""
     def run(*args: str) -> Batched:
-        return Batched(*_in_process(["batch", *args], fork_launchers))
+        return Batched(*in_process(["batch", *args], fork_launchers))
 
     return run
 
@@ -263,7 +263,7 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: s
 # to ask builds it in its own setup, and a second xdist worker asking meanwhile waits for it. Under
 # load (two gradings beside the suite, load 16 on 2 cores) the notebooks' batch took 222 s and the
 # catalog's more, past the 300 s that pyproject.toml gives a test to catch a hang: such a test gets
-# the bound its batch has (run_cli's timeout below). A bound, never a measure of speed.
+# the bound its batch has (CLASS_TIMEOUT_S). A bound, never a measure of speed.
 CLASS_FIXTURES = frozenset({"graded_class", "roster_class", "final_grades", "harness_class"})
 CLASS_TIMEOUT_S = 1800
 
@@ -283,10 +283,11 @@ def class_learners() -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def graded_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[[str], Graded]:
+def graded_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str,
+                 fork_launchers: ForkLaunchers) -> Callable[[str], Graded]:
     """Every known submission graded once for the whole test run, as an instructor grades a class:
-    ``grader batch --workers 2`` (each sandbox forked from a warm server). The first xdist worker to
-    get here grades; the others wait for its reports. Returns learner name -> its report."""
+    ``grader batch --workers 2`` (in-process, each sandbox forked from the session's warm servers). The
+    first xdist worker to get here grades; the others wait for its reports. Returns learner name -> its report."""
     shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
     out = shared / "class-reports"
     with _locked(shared / "class.lock"):
@@ -301,9 +302,9 @@ def graded_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Ca
                 else:
                     cls.mkdir(parents=True, exist_ok=True)
                     shutil.copy(path, cls / f"{name}{path.suffix}")
-            proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--lang", "en", "--quiet",
-                           timeout=CLASS_TIMEOUT_S)
-            assert proc.returncode == 0, proc.stderr
+            code, _, stderr = in_process(["batch", str(cls), "-o", str(out), "--workers", "2", "--lang", "en",
+                                           "--quiet"], fork_launchers)
+            assert code == 0, stderr
 
     def report(name: str) -> Graded:
         path = out / f"{name}.yaml"
@@ -313,10 +314,12 @@ def graded_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Ca
 
 
 @pytest.fixture(scope="session")
-def roster_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> canvas_class.RosterClass:
+def roster_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str,
+                 fork_launchers: ForkLaunchers) -> canvas_class.RosterClass:
     """The Canvas class of tests/roster_class.py graded once for the whole test run, as its instructor
     would: ``grader batch SUBMISSIONS -o OUT --roster roster.csv --workers 2`` (the course's language,
-    Vietnamese). The first xdist worker to get here grades; the others wait for its gradebook."""
+    Vietnamese; in-process, from the session's warm servers). The first xdist worker to get here
+    grades; the others wait for its gradebook."""
     shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
     root = shared / "roster-class"
     out = root / "grades"
@@ -324,7 +327,7 @@ def roster_class(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> ca
         if not (out / "gradebook.csv").exists():
             shutil.rmtree(root, ignore_errors=True)
             submissions, roster = canvas_class.build(root)
-            proc = run_cli("batch", str(submissions), "-o", str(out), "--roster", str(roster), "--workers", "2",
-                           "--quiet", timeout=CLASS_TIMEOUT_S)
-            assert proc.returncode == 0, proc.stderr
+            code, _, stderr = in_process(["batch", str(submissions), "-o", str(out), "--roster", str(roster),
+                                           "--workers", "2", "--quiet"], fork_launchers)
+            assert code == 0, stderr
     return canvas_class.RosterClass(root / "submissions", root / "roster.csv", out)

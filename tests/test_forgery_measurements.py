@@ -17,7 +17,15 @@ import pytest
 import yaml
 
 from grader.reference.draws import Draw
-from tests.conftest import Graded, built_once, copy_solutions, folder_with, run_cli, solution_text
+from tests.conftest import (
+    ForkLaunchers,
+    Graded,
+    built_once,
+    copy_solutions,
+    folder_with,
+    in_process,
+    solution_text,
+)
 from tests.forgery_corpus import ATTACKS, HUNT, Attack
 
 BY_NAME = {attack.name: attack for attack in ATTACKS}
@@ -29,21 +37,24 @@ def _files(files: dict[str, str]) -> dict[str, str]:
     return {"ex1_device": solution_text("ex1"), **files}
 
 
-def _build_class(folder: Path) -> None:
+def _build_class(folder: Path, launchers: ForkLaunchers) -> None:
     cls = folder / "class"
     for attack in ATTACKS:
         folder_with(cls, attack.name, _files(attack.attacked))
         folder_with(cls, f"{attack.name}__plain", _files(attack.plain))
     copy_solutions(cls, "honest")
-    proc = run_cli("batch", str(cls), "-o", str(folder / "out"), "--workers", "2", "--lang", "en", "--quiet",
-                   timeout=1200)
-    assert proc.returncode == 0, proc.stderr
+    code, _, stderr = in_process(["batch", str(cls), "-o", str(folder / "out"), "--workers", "2", "--lang", "en",
+                                  "--quiet"], launchers)
+    assert code == 0, stderr
 
 
 @pytest.fixture(scope="session")
-def forgery_batch(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[[str], Graded]:
-    """The whole class of attackers, their plain twins and an honest learner, in one ``grader batch``."""
-    folder = built_once(tmp_path_factory, worker_id, "forgery-class", _build_class)
+def forgery_batch(tmp_path_factory: pytest.TempPathFactory, worker_id: str,
+                  fork_launchers: ForkLaunchers) -> Callable[[str], Graded]:
+    """The whole class of attackers, their plain twins and an honest learner, in one ``grader batch``
+    (in-process, from the session's warm servers: the learner processes a batch forks)."""
+    folder = built_once(tmp_path_factory, worker_id, "forgery-class",
+                        lambda built: _build_class(built, fork_launchers))
 
     def report(name: str) -> Graded:
         path = folder / "out" / f"{name}.yaml"

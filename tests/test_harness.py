@@ -12,12 +12,13 @@ import yaml
 from nbformat import v4
 
 from tests.conftest import (
-    CLASS_TIMEOUT_S,
     ROOT,
+    ForkLaunchers,
     Graded,
     copy_solutions,
     course_with,
     folder_with,
+    in_process,
     run_cli,
     solution_text,
 )
@@ -63,10 +64,11 @@ WRONG_EX1 = "import torch\n\ndef pick_device():\n    return 'cpu'\n\ndef describ
 
 
 @pytest.fixture(scope="module")
-def harness_class(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Callable[[str], Graded]]:
+def harness_class(tmp_path_factory: pytest.TempPathFactory,
+                  fork_launchers: ForkLaunchers) -> tuple[Path, Callable[[str], Graded]]:
     """Every submission below that the course grades as it is, graded by one ``grader batch
-    --workers 2`` (each sandbox forked from a warm server), as a class: one exec'd ``grader grade``
-    each cost two fresh Pythons importing torch. Returns the class folder and learner -> report
+    --workers 2`` (in-process, each sandbox forked from the session's warm servers), as a class: one
+    exec'd ``grader grade`` each cost two fresh Pythons importing torch. Returns the class folder and learner -> report
     (with the batch's exit code and output)."""
     root = tmp_path_factory.mktemp("harness")
     cls = root / "class"
@@ -87,13 +89,13 @@ def harness_class(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Calla
         folder_with(cls, name, {"ex1_device": WRONG_EX1 + "\n" + attack})
     folder_with(cls, "patcher", {"ex1_device": solution_text("ex1") + FORGERIES["patches_pytest"]})
     out = root / "out"
-    proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--lang", "en", "--quiet",
-                   timeout=CLASS_TIMEOUT_S)
+    proc = in_process(["batch", str(cls), "-o", str(out), "--workers", "2", "--lang", "en", "--quiet"],
+                      fork_launchers)
 
     def report(name: str) -> Graded:
         path = out / f"{name}.yaml"
         data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
-        return Graded(proc.returncode, proc.stdout, proc.stderr, data)
+        return Graded(*proc, data)
 
     return root, report
 

@@ -20,7 +20,7 @@ from grader.commands.selfcheck import grade_public, write_session_notebook
 from grader.course import load_course
 from grader.outputs.report import as_dict
 from grader.run.launch import Launcher
-from tests.conftest import CLASS_TIMEOUT_S, Graded, built_once, course_with, run_cli
+from tests.conftest import ForkLaunchers, Graded, built_once, course_with, in_process, run_cli
 from tests.notebooks.catalog import CASES, NotebookCase
 
 PUBLIC = {c.id for c in load_course().checks if c.visibility == "public"}
@@ -94,10 +94,10 @@ NOTEBOOKS = [c for c in CASES if c.path.suffix == ".ipynb"]
 
 
 @pytest.fixture(scope="session")
-def final_grades(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+def final_grades(tmp_path_factory: pytest.TempPathFactory, worker_id: str, fork_launchers: ForkLaunchers) -> Path:
     """Every catalog notebook's final grade at a 5 s cell limit, graded once for the whole test run
-    as an instructor grades a class (``grader batch --workers 2``, each sandbox forked from a warm
-    server). Nine exec'd ``grader grade`` runs each paid two fresh Pythons importing torch and
+    as an instructor grades a class (``grader batch --workers 2``, in-process, each sandbox forked from
+    the session's warm servers). Nine exec'd ``grader grade`` runs each paid two fresh Pythons importing torch and
     torch._dynamo (the judge and the learner process: 5 s of CPU of the 12.5 s that one of these
     notebooks cost, measured here), which the batch's servers import once. Returns the folder
     holding the course.yaml and the reports."""
@@ -107,10 +107,10 @@ def final_grades(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Pa
         cls.mkdir()
         for case in NOTEBOOKS:
             (cls / case.path.name).write_bytes(case.path.read_bytes())
-        proc = run_cli("batch", str(cls), "-o", str(folder / "reports"), "--workers", "2", "--lang", "en", "--quiet",
-                       "--course", str(course), timeout=CLASS_TIMEOUT_S)
-        assert proc.returncode == 0, proc.stderr
-        assert "Traceback" not in proc.stderr
+        code, _, stderr = in_process(["batch", str(cls), "-o", str(folder / "reports"), "--workers", "2", "--lang",
+                                      "en", "--quiet", "--course", str(course)], fork_launchers)
+        assert code == 0, stderr
+        assert "Traceback" not in stderr
 
     return built_once(tmp_path_factory, worker_id, "notebook-final-grades", build)
 
