@@ -170,16 +170,35 @@ def batch_forked(fork_launchers: ForkLaunchers) -> Callable[..., Batched]:
     return run
 
 
+def _batch_of_one(submission: Path, out: Path, extra: tuple[str, ...]) -> list[str]:
+    return ["batch", str(submission.parent), "-o", str(out), "--lang", "en", "--workers", "1", *extra]
+
+
+def _report_of(out: Path, submission: Path) -> dict[str, Any] | None:
+    path = out / f"{submission.name}.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
 @pytest.fixture
-def batch_one(tmp_path: Path) -> Callable[..., Graded]:
-    """``grader batch`` on a class of one: its children are forked from a fork server."""
-    def run(submission: Path, *extra: str, env: dict[str, str] | None = None) -> Graded:
+def batch_one(tmp_path: Path, fork_launchers: ForkLaunchers) -> Callable[..., Graded]:
+    """``grader batch`` on a class of one, in this test process: its children are forked from the
+    session's warm servers (``--no-fork-server``: exec'd), each in its sandbox as in any batch."""
+    def run(submission: Path, *extra: str) -> Graded:
         out = tmp_path / "batch-reports"
-        proc = run_cli("batch", str(submission.parent), "-o", str(out), "--lang", "en", "--workers", "1", *extra,
-                       env=env)
-        path = out / f"{submission.name}.yaml"
-        report = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
-        return Graded(proc.returncode, proc.stdout, proc.stderr, report)
+        code, stdout, stderr = in_process(_batch_of_one(submission, out, extra), fork_launchers)
+        return Graded(code, stdout, stderr, _report_of(out, submission))
+
+    return run
+
+
+@pytest.fixture
+def batch_one_fresh(tmp_path: Path) -> Callable[..., Graded]:
+    """``grader batch`` on a class of one in a subprocess, with fork servers of its own: for a test
+    about what its servers imported, or one whose learner kills the server it was forked from."""
+    def run(submission: Path, *extra: str) -> Graded:
+        out = tmp_path / "batch-reports"
+        proc = run_cli(*_batch_of_one(submission, out, extra))
+        return Graded(proc.returncode, proc.stdout, proc.stderr, _report_of(out, submission))
 
     return run
 
@@ -264,7 +283,7 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: s
 # load (two gradings beside the suite, load 16 on 2 cores) the notebooks' batch took 222 s and the
 # catalog's more, past the 300 s that pyproject.toml gives a test to catch a hang: such a test gets
 # the bound its batch has (CLASS_TIMEOUT_S). A bound, never a measure of speed.
-CLASS_FIXTURES = frozenset({"graded_class", "roster_class", "final_grades", "harness_class"})
+CLASS_FIXTURES = frozenset({"graded_class", "roster_class", "harness_class"})
 CLASS_TIMEOUT_S = 1800
 
 

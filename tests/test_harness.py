@@ -331,7 +331,7 @@ def test_the_learners_imports_never_race_the_import_ahead(grade: Callable[..., G
 
 @pytest.mark.parametrize("mode", ["grade", "batch"])
 def test_only_a_run_of_an_exercise_that_trains_imports_ahead(mode: str, tmp_path: Path, grade: Callable[..., Graded],
-                                                             batch_one: Callable[..., Graded]) -> None:
+                                                             batch_one_fresh: Callable[..., Graded]) -> None:
     """course.yaml ``trains``: a learner process whose run has ex4's or ex5's checks imports
     torch._dynamo while the judge starts; one of ex1-ex3 alone (a self-check of one exercise, most
     hostile runs) does not spend seconds on it. In a batch, the learner's fork server imports it
@@ -344,7 +344,7 @@ def test_only_a_run_of_an_exercise_that_trains_imports_ahead(mode: str, tmp_path
         ex1.write_text(SAYS_IF_AHEAD + ex1.read_text(encoding="utf-8"), encoding="utf-8")
     outputs = {}
     for folder in (alone, with_ex5):
-        graded = grade(folder) if mode == "grade" else batch_one(folder)
+        graded = grade(folder) if mode == "grade" else batch_one_fresh(folder)
         assert graded.report is not None, graded.stderr[-2000:]
         assert graded.exercise("ex1")["score"] == 20.0
         outputs[folder.name] = graded.report["output"]

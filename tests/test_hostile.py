@@ -227,7 +227,8 @@ def test_a_grading_execs_its_first_run_and_forks_its_restarts(spawn: str, tmp_pa
     assert started == expected[spawn]
 
 
-def test_killing_the_fork_server_does_not_stop_grading(tmp_path: Path, batch_one: Callable[..., Graded]) -> None:
+def test_killing_the_fork_server_does_not_stop_grading(tmp_path: Path,
+                                                       batch_one_fresh: Callable[..., Graded]) -> None:
     killer = """
 import os, signal
 
@@ -244,7 +245,7 @@ def to_numpy(t):
     return t.detach().cpu().numpy()
 """
     folder = folder_with(tmp_path / "class", "killer", {"ex3_roundtrip": killer, "ex1_device": solution_text("ex1")})
-    graded = batch_one(folder)
+    graded = batch_one_fresh(folder)
     assert graded.code == 0, graded.stderr
     assert "Traceback" not in graded.stderr
     assert graded.exercise("ex1")["status"] == "passed"

@@ -20,7 +20,7 @@ from grader.commands.selfcheck import grade_public, write_session_notebook
 from grader.course import load_course
 from grader.outputs.report import as_dict
 from grader.run.launch import Launcher
-from tests.conftest import ForkLaunchers, Graded, built_once, course_with, in_process, run_cli
+from tests.conftest import Graded, course_with, run_cli
 from tests.notebooks.catalog import CASES, NotebookCase
 
 PUBLIC = {c.id for c in load_course().checks if c.visibility == "public"}
@@ -93,30 +93,8 @@ def _history(case: NotebookCase) -> list[str]:
 NOTEBOOKS = [c for c in CASES if c.path.suffix == ".ipynb"]
 
 
-@pytest.fixture(scope="session")
-def final_grades(tmp_path_factory: pytest.TempPathFactory, worker_id: str, fork_launchers: ForkLaunchers) -> Path:
-    """Every catalog notebook's final grade at a 5 s cell limit, graded once for the whole test run
-    as an instructor grades a class (``grader batch --workers 2``, in-process, each sandbox forked from
-    the session's warm servers). Nine exec'd ``grader grade`` runs each paid two fresh Pythons importing torch and
-    torch._dynamo (the judge and the learner process: 5 s of CPU of the 12.5 s that one of these
-    notebooks cost, measured here), which the batch's servers import once. Returns the folder
-    holding the course.yaml and the reports."""
-    def build(folder: Path) -> None:
-        course = course_with(folder, {"cell_timeout_s: 10": "cell_timeout_s: 5"})
-        cls = folder / "class"
-        cls.mkdir()
-        for case in NOTEBOOKS:
-            (cls / case.path.name).write_bytes(case.path.read_bytes())
-        code, _, stderr = in_process(["batch", str(cls), "-o", str(folder / "reports"), "--workers", "2", "--lang",
-                                      "en", "--quiet", "--course", str(course)], fork_launchers)
-        assert code == 0, stderr
-        assert "Traceback" not in stderr
-
-    return built_once(tmp_path_factory, worker_id, "notebook-final-grades", build)
-
-
 @pytest.mark.parametrize("case", NOTEBOOKS, ids=lambda c: c.file)
-def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path, final_grades: Path,
+def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path, graded_class: Callable[[str], Graded],
                                           fork_launcher: Launcher) -> None:
     """grader.check() replays the session's cells (here: the notebook's, Run all's order) through
     its own path — the history written as a notebook, graded with the public checks — and the final
@@ -125,14 +103,15 @@ def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path, fi
     cell whose run time is near the cell limit stop on one side and finish on the other (measured in
     CI on 2 cores: with a 2 s limit a colab_stub_first cell, with 5 s a jupyter_local_cpu cell); a
     stopped cell costs nothing, so what must agree is the checks' statuses and every other stop.
-    (A 5 s cell limit on both sides: this is about the pipelines, not the limit.) The self-check's
+    (The course's cell limit on both sides: this is about the pipelines, not the limit; the final
+    grade is the catalog class's, tests/conftest.py ``graded_class``.) The self-check's
     processes are forked from this test process's servers, as a batch's are, not exec'd as in a
     learner's notebook: the pipelines are what is compared, and tests/test_launch.py shows forked and
     exec'd processes grade alike."""
-    final: dict[str, Any] = yaml.safe_load((final_grades / "reports" / f"{case.path.stem}.yaml").read_text(
-        encoding="utf-8"))
+    final = graded_class(f"notebook__{case.path.stem}__ipynb").report
+    assert final is not None
     session = write_session_notebook(_history(case), tmp_path)
-    course = load_course(final_grades / "course.yaml")
+    course = load_course()
     own = as_dict(grade_public(session, course, course.exercise_ids, lang="en", launcher=fork_launcher))
     assert statuses(own) == statuses(final, PUBLIC), (not_passed(own), not_passed(final), final["top_level"])
 

@@ -147,7 +147,11 @@ def test_a_limit_that_lands_inside_an_import_waits_for_it(run: Any, tmp_path: Pa
         "    time.sleep(0.6)\n", encoding="utf-8")
     module, heard = run(["import slowpkg\nwhile True:\n    pass", "import slowpkg.fast\nvalue = slowpkg.fast.VALUE"],
                         TopLevelLimits(cell_timeout_s=0.3))
-    assert heard.stops() == [("In [1]", "timeout", 2)]  # cut after the import, in the loop
+    # Cut after the import: in the loop, or on the import's own line when the retried alarm came in
+    # the import's last C steps and Python handled it only back in the cell's frame (seen once in the
+    # suite on the busy machine); never inside the package, which the next cell finds whole.
+    [(cell, kind, line)] = heard.stops()
+    assert (cell, kind) == ("In [1]", "timeout") and line in (1, 2), heard.stops()
     assert module.value == 42
 
 
