@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from grader.course import load_course  # noqa: E402
 from grader.grading import grade  # noqa: E402
 from grader.run.isolation import NONE, probe  # noqa: E402
-from grader.run.launch import ExecLauncher, ForkLauncher  # noqa: E402
+from grader.run.launch import ForkLauncher, Launcher, grading_launcher  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES  # noqa: E402
 
 
@@ -55,19 +55,24 @@ def main() -> int:
         spinner.start()
     work = Path(tempfile.mkdtemp(prefix="busy-"))
     lost_total = 0
-    servers = (ForkLauncher(isolation=isolation) if args.fork_server
-               else contextlib.nullcontext(ExecLauncher(isolation=isolation)))
+    servers = ForkLauncher(isolation=isolation) if args.fork_server else None
+
+    def launcher_for_one() -> contextlib.AbstractContextManager[Launcher]:
+        """A batch worker's warm servers, or what one ``grader grade`` starts its processes with."""
+        return contextlib.nullcontext(servers) if servers is not None else grading_launcher(isolation)
+
     try:
         print(f"{args.load} busy processes on {os.cpu_count()} cores; {args.repeats} gradings per style"
               f"{', forked sandboxes' if args.fork_server else ''}; isolation: {isolation.mode}")
-        with servers as launcher:  # fork servers for every grading, as a batch worker has
+        with servers or contextlib.nullcontext():  # fork servers for every grading, as a batch worker has
             for name, source in CORRECT_STYLES.items():
                 folder = work / name
                 shutil.copytree(source, folder)
                 lost, seconds, failures = 0.0, [], set()
                 for _ in range(args.repeats):
                     started = time.monotonic()
-                    report = grade(folder, course, lang="en", launcher=launcher)
+                    with launcher_for_one() as launcher:
+                        report = grade(folder, course, lang="en", launcher=launcher)
                     seconds.append(time.monotonic() - started)
                     lost += report.max_score - report.score
                     failures |= {c.id for ex in report.exercises for c in ex.checks if c.status != "passed"}

@@ -48,6 +48,7 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patc
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.surface import Surface
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
+from grader.reference.meter import storage_gone
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
 
@@ -195,7 +196,7 @@ class StandIn:
         stored = self._stored.get(key)
         if stored is None:
             return "cpu"
-        if stored.ref.expired():
+        if storage_gone(stored.ref):
             self._forget(key)
             return "cpu"
         return "device" if stored.on_device else "pinned"
@@ -226,7 +227,7 @@ class StandIn:
             return 0
         old = self._stored.get(key)
         if old is not None:
-            if not old.ref.expired():
+            if not storage_gone(old.ref):
                 return 0
             self._forget(key)
         with torch._C.DisableTorchFunction():
@@ -242,7 +243,7 @@ class StandIn:
     # -- memory, as the caching allocator reports it ---------------------------------------------
     def live_bytes(self) -> int:
         for key, stored in list(self._stored.items()):
-            if stored.ref.expired():
+            if storage_gone(stored.ref):
                 self._forget(key)
         return self._live
 
@@ -250,9 +251,10 @@ class StandIn:
         self.live_bytes()
         return sum(1 for stored in self._stored.values() if stored.on_device)
 
-    def reserved(self) -> int:
-        """The caching allocator keeps what was freed until empty_cache()."""
-        self._reserved = max(self._reserved, self.live_bytes())
+    def reserved(self, live: int | None = None) -> int:
+        """The caching allocator keeps what was freed until empty_cache(); ``live``: ``live_bytes()``
+        when the caller has just computed it."""
+        self._reserved = max(self._reserved, self.live_bytes() if live is None else live)
         self.peak_reserved = max(self.peak_reserved, self._reserved)
         return self._reserved
 
@@ -384,7 +386,7 @@ class StandIn:
             self.ooms += 1
             raise self._oom(new, live - new)
         self.peak = max(self.peak, live)
-        self.reserved()
+        self.reserved(live)
 
     def _check_dtype(self, dtype: torch.dtype) -> None:
         if self.kind == "mps" and dtype in (torch.float64, torch.complex128):

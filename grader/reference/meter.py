@@ -17,6 +17,15 @@ from torch.utils._pytree import tree_leaves
 
 from grader.wire.messages import MiB
 
+# What StorageWeakRef.expired() asks, without its two Python frames (5 times faster: 0.25 vs 1.2 µs).
+# A meter and a stand-in ask it of every storage they hold whenever an op allocates.
+_expired = torch.UntypedStorage._expired
+
+
+def storage_gone(ref: StorageWeakRef) -> bool:
+    """Whether the storage ``ref`` points to was freed."""
+    return bool(_expired(ref.cdata))
+
 
 class MemoryMeter(TorchDispatchMode):
     """Counts live storages created while active; optionally enforces a budget in bytes."""
@@ -41,7 +50,7 @@ class MemoryMeter(TorchDispatchMode):
 
     def live_bytes(self) -> int:
         for key, (ref, _) in list(self._live.items()):
-            if ref.expired():
+            if storage_gone(ref):
                 del self._live[key]
         return sum(n for _, n in self._live.values())
 
