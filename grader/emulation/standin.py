@@ -360,7 +360,7 @@ class StandIn:
             self._pending.append((out, landed))
         outputs = ops.tensors(out)
         self._allocate(outputs, to_device, pinned)
-        self._account(func, args, kwargs, to_device=to_device, places=places, out=out, outputs=outputs)
+        self._account(func, args, kwargs, to_device=to_device, places=places, out=out, inputs=inputs, outputs=outputs)
         if self.capture is not None and to_device:
             self.capture.append((func, args, kwargs, out))
         return out
@@ -414,8 +414,9 @@ class StandIn:
             torch.default_generator.set_state(cpu)
 
     def _account(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, to_device: bool,
-                 places: list[Place], out: Any, outputs: list[torch.Tensor]) -> None:
-        """The op's cost on the virtual timeline, and the events checks read."""
+                 places: list[Place], out: Any, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
+        """The op's cost on the virtual timeline, and the events checks read (``inputs``: the
+        tensors of ``args`` and ``kwargs``, ``outputs``: of ``out``)."""
         c = self.costs
         if func in ops.TRANSFERS and places:
             source = places[0] if func is aten._to_copy.default else places[-1]
@@ -442,7 +443,7 @@ class StandIn:
             return
         work = ops.flops(func, args, kwargs, out)
         if to_device:
-            kernel = max(work / c.gpu_flops, (ops.nbytes(ops.tensors((args, kwargs))) + ops.nbytes(outputs))
+            kernel = max(work / c.gpu_flops, (ops.nbytes(inputs) + ops.nbytes(outputs))
                          / c.elementwise_bytes_per_s)
             if work and outputs[0].dtype not in self._warm:
                 kernel += c.first_matmul_s  # the first product loads the BLAS library and autotunes
