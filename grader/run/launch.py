@@ -275,7 +275,7 @@ class ForkServer:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def start(self, spawn: Spawn, on_exit: Callable[[ForkServer], None] = lambda server: None) -> ForkedChild:
+    def start(self, spawn: Spawn, on_exit: Callable[[ForkServer], None]) -> ForkedChild:
         """Fork a child for ``spawn``; ``on_exit(self)`` once its exit is read (the server is idle)."""
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
@@ -401,9 +401,9 @@ class RestartLauncher:
 
 
 @contextlib.contextmanager
-def grading_launcher(isolation: Isolation, share: Share = WHOLE) -> Iterator[Launcher]:
-    """What one grading starts its processes with, for its lifetime (``RestartLauncher``)."""
-    launcher = RestartLauncher(share, isolation)
+def grading_launcher(isolation: Isolation) -> Iterator[Launcher]:
+    """What one grading starts its processes with, for its lifetime (``RestartLauncher``, the whole machine)."""
+    launcher = RestartLauncher(WHOLE, isolation)
     try:
         yield launcher
     finally:

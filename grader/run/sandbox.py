@@ -144,10 +144,9 @@ def task_limit(limits: Limits) -> int:
 
 
 # The judge computes small references and otherwise waits on the learner process: one torch thread,
-# whatever a grading's share of the cores (grader/run/share.py). With one per core its OpenMP threads
-# spin-wait after each parallel region, on the cores the learner process computes on: two `grader
-# grade solutions` side by side on 2 cores took 27-36 CPU-s with every process on 2 threads, 14-16
-# with one each; alone, 8.3 vs 6.9 CPU-s in the same wall time.
+# whatever a grading's share of the cores (grader/run/share.py). Threads beyond the cores cost CPU,
+# not time (their barriers, OMP_WAIT_POLICY=PASSIVE or not): `grader grade solutions` on 2 idle cores
+# took 8.3 CPU-s with the judge on 2 threads, 7.2-7.7 with this, in the same 5 s of wall.
 JUDGE_THREADS = {var: "1" for var in THREAD_VARS}
 
 
