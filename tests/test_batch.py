@@ -221,8 +221,8 @@ def test_workers_split_the_cores_between_sandboxes(tmp_path: Path) -> None:
     cls = tmp_path / "class"
     threads = str(max(1, len(os.sched_getaffinity(0)) // 2))
     (cls / "probe").mkdir(parents=True)
-    # No mark that it is graded (issue 22): the run token only where no cgroup finds its processes.
-    switches = [] if probe().cgroups else ["GRADER_RUN_TOKEN"]
+    # No mark that it is graded (issue 22): the run token only where no sandbox holds its processes.
+    switches = ["GRADER_RUN_TOKEN"] if probe().mode == "none" else []
     (cls / "probe" / "ex1_device.py").write_text(SEES_ITS_SHARE.format(threads=threads, switches=switches),
                                                  encoding="utf-8")
     env_free = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}

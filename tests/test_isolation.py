@@ -12,6 +12,7 @@ of spinners and a thread bomb. What it saw is printed, so the report's output sh
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 import os
@@ -27,8 +28,11 @@ from typing import Any
 import pytest
 import yaml
 
+from grader.course import load_course
+from grader.grading import grade
 from grader.run import isolation
 from grader.run.isolation import probe
+from grader.run.launch import grading_launcher
 from tests.conftest import ROOT, STUBS, Graded, course_with, run_cli, solution_text, survivors
 
 pytestmark = pytest.mark.skipif(probe().mode != "bwrap", reason="isolation is not available on this machine")
@@ -281,3 +285,54 @@ def test_device_nodes_bound_for_the_gpu_are_there_inside(monkeypatch: pytest.Mon
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, pass_fds=fds)
     assert proc.returncode == 0, proc.stderr
     assert os.path.basename(host) in proc.stdout.split()
+
+
+MARKLESS = r'''
+import os, subprocess, sys, time
+
+SLEEP = [sys.executable, "-c", "import time; time.sleep(300)", "{marker}"]
+print("[marks]", sorted(k for k in os.environ if "GRADER" in k.upper() or "TOKEN" in k.upper()))
+if os.fork() == 0:  # a daemon: its own session, a clean environment
+    os.setsid()
+    if os.fork() == 0:
+        os.execve(sys.executable, SLEEP, {{}})
+    os._exit(0)
+subprocess.Popen(SLEEP, start_new_session=True)
+time.sleep(0.5)
+'''
+
+CROWD = '''
+import os, subprocess, sys, time
+
+def roundtrip(x, device):  # past 16 and the learner process's allowance for torch's threads (task_limit)
+    procs = [subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(60)", "{marker}-crowd"],
+                              start_new_session=True) for _ in range(16 + 2 * (os.cpu_count() or 1) + 24)]
+    time.sleep(5)
+    return x * 2 + 1
+'''
+
+
+@pytest.mark.skipif(probe().mode != "bwrap", reason="no bubblewrap here")
+def test_a_sandbox_without_cgroups_finds_its_processes_without_marking_the_learner(tmp_path: Path) -> None:
+    """Where no cgroup holds a run (bubblewrap as an unprivileged user: not root), the sandbox's
+    process tree finds the run's processes: the learner's environment carries no mark that it is
+    graded (issue 22, item 5; a run token did until 2026-12-02), what it left behind in sessions of
+    its own ends with the run, and a crowd past the course's process limit is stopped."""
+    unprivileged = dataclasses.replace(probe(), as_root=False, cgroups="", memory_cgroups="")
+    marker = f"markless-{os.getpid()}"
+    folder = tmp_path / "learner"
+    folder.mkdir()
+    (folder / "ex1_device.py").write_text(MARKLESS.format(marker=marker) + solution_text("ex1"), encoding="utf-8")
+    (folder / "ex3_roundtrip.py").write_text(CROWD.replace("{marker}", marker), encoding="utf-8")
+    course = load_course(course_with(tmp_path, {"max_processes: 256": "max_processes: 16"}))
+    with grading_launcher(unprivileged) as launcher:
+        report = grade(folder, course, lang="en", exercises=["ex1", "ex3"], launcher=launcher)
+    assert report.isolation.mode == "bwrap"
+    assert "[marks] []" in report.output
+    exercises = {ex.id: ex for ex in report.exercises}
+    assert exercises["ex1"].score == exercises["ex1"].max_score
+    crowd = next(c for c in exercises["ex3"].checks if c.id == "ex3.roundtrip_values")
+    assert crowd.status == "error"
+    assert "more than 16 processes and threads" in crowd.message
+    time.sleep(0.5)
+    assert survivors(marker) == []  # the daemon, the process in a session of its own, the crowd

@@ -51,7 +51,7 @@ PACKAGE_VIEW = "/opt/grader-learner"  # where the learner's part of the grader i
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
               "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONHASHSEED",
               "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND",
-              "GRADER_RUN_TOKEN", "PYTORCH_NVML_BASED_CUDA_CHECK")
+              "PYTORCH_NVML_BASED_CUDA_CHECK")  # never a run token: a sandbox's tree finds its processes
 GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/dri")
 PACKAGE_DIRS = ("site-packages", "dist-packages")
 PIPE_BUFFER = 65536  # Linux's default pipe capacity: bubblewrap's arguments are written at once

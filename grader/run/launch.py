@@ -239,9 +239,9 @@ class ForkServer:
         self.isolated = role == "learner" and isolation.forks
         self.work_mb = work_mb
         server_env = dict(env)
-        if role == "learner" and not isolation.cgroups:
+        if role == "learner" and isolation.mode == "none" and not isolation.cgroups:
             # The run token is written into each child's environment block in place (grader/spawn/forkserver.py);
-            # with cgroups there is none (grader/run/sandbox.py).
+            # only a run without a sandbox has one (grader/run/sandbox.py).
             server_env[TOKEN_VAR] = "0" * TOKEN_LENGTH
         # NVML answers a stray is_available() without initialising CUDA, which a fork would break.
         server_env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"

@@ -2,14 +2,14 @@
 
 The learner's code never runs in the grader's process, nor in the judge's. Each run starts a
 pair (grader/run/launch.py): the learner process in its own session, with the course's resource
-limits, an empty temporary work dir and a run token in its environment; the judge beside it,
-connected to it by a socket, and to the grader by a signed channel (grader/wire/signed.py). The
-grader watches a deadline per check and per top-level cell and the learner's process count;
-when a run ends, every process carrying the token (children, grandchildren, daemons that left
-the session) is killed. What the judge's messages mean is settled by grader/run/blame.py: when the
-learner process dies mid-run, the check it was running is charged (or the cell it was in is
-skipped), and a fresh pair carries on with the checks that are left, so a crash in one exercise
-never costs another exercise its points.
+limits and an empty temporary work dir; the judge beside it, connected to it by a socket, and
+to the grader by a signed channel (grader/wire/signed.py). The grader watches a deadline per check
+and per top-level cell and the learner's process count; when a run ends, every process of the run
+(children, grandchildren, daemons that left the session: its cgroup, its sandbox's process tree, or
+without a sandbox its token, grader/run/reaper.py) is killed. What the judge's messages mean is
+settled by grader/run/blame.py: when the learner process dies mid-run, the check it was running is
+charged (or the cell it was in is skipped), and a fresh pair carries on with the checks that are
+left, so a crash in one exercise never costs another exercise its points.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from grader.run.blame import Context, KillReason, RunEnd, Settled, Trace, settle
 from grader.run.cgroups import RunCgroup
 from grader.run.isolation import Isolation
 from grader.run.launch import Child, ExecLauncher, Launcher, Spawn
-from grader.run.reaper import kill_everything, token_tasks
+from grader.run.reaper import kill_everything, kill_tree, token_tasks, tree_tasks
 from grader.run.share import THREAD_VARS
 from grader.score.results import CheckOutcome, DeviceInfo
 from grader.spawn.confine import HOME, TOKEN_VAR
@@ -169,7 +169,7 @@ class _Pair:
     learner: Child
     channel: int
     key: bytes
-    token: str
+    token: str  # what marks the run's processes where no sandbox holds them ("" where one does)
     cgroup: RunCgroup | None
     trace: Trace = field(default_factory=Trace)
     refused: int = 0  # forks the cgroup refused before the running check started
@@ -177,6 +177,10 @@ class _Pair:
     forged: int = 0
     cell_started: list[float] = field(default_factory=list)  # when each running cell started (monotonic)
     oom_kills: int = 0  # processes of the run the kernel stopped past limits.memory_mb (its memory cgroup)
+
+    def tasks(self) -> int:
+        """The run's processes and threads, where no cgroup counts them."""
+        return token_tasks(self.token) if self.token else tree_tasks(self.learner.pid)
 
 
 def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
@@ -260,12 +264,12 @@ class _Runner:
         judge_end, learner_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         read_fd, write_fd = os.pipe()
         key = secrets.token_bytes(32)
-        token = secrets.token_hex(16)
         base = base_env()
-        # The token finds a run's processes where no cgroup holds them (grader/run/reaper.py); where
-        # one does, the kernel counts and ends them, and the learner's environment carries no mark
-        # that it is being graded (issue 22).
-        marked = {} if self.isolation.cgroups else {TOKEN_VAR: token}
+        # The learner's environment carries no mark that it is being graded (issue 22): a cgroup, or
+        # the sandbox's process tree, finds the run's processes (grader/run/reaper.py). Only a run
+        # without a sandbox has neither, and carries a token instead.
+        token = secrets.token_hex(16) if self.isolation.mode == "none" and not self.isolation.cgroups else ""
+        marked = {TOKEN_VAR: token} if token else {}
         learner_env = {**base, **marked, **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
         cgroup = (RunCgroup(self.isolation.cgroups, task_limit(self.limits), self.isolation.memory_cgroups,
                             self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
@@ -312,7 +316,7 @@ class _Runner:
                 if now >= next_watch:
                     next_watch = now + WATCH_EVERY_S
                     if (pair.cgroup.limit_hits() > pair.refused if pair.cgroup is not None
-                            else token_tasks(pair.token) > task_limit(self.limits)):
+                            else pair.tasks() > task_limit(self.limits)):
                         killed_for = "process_limit"
                         break
                 wait = min(check_deadline, self.deadline, next_watch, cell_deadline) - now
@@ -349,8 +353,10 @@ class _Runner:
         learner_exit = pair.learner.poll()
         if pair.cgroup is not None:
             pair.cgroup.kill()  # every process and thread of the run, wherever it went
-        if pair.learner.host_pid:
+        if pair.token:
             kill_everything(pair.learner.pid, pair.token)
+        elif pair.learner.host_pid:
+            kill_tree(pair.learner.pid)  # the sandbox's own process, with its init (a forked one has a cgroup)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pair.judge.pid, signal.SIGKILL)
         pair.learner.wait()

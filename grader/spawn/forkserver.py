@@ -7,7 +7,8 @@ A forked child becomes what grader/run/launch.py would have exec'd — its own s
 resource limits (learner processes), the run's environment and work dir, stdin and stdout on
 fds 0-2 and the fds it was passed from 3 on — and runs the role's ``main()``.
 
-The run token: grader/run/sandbox.py finds a run's learner processes by the token in
+The run token (a run without a sandbox only: grader/run/reaper.py): grader/run/sandbox.py finds
+such a run's learner processes by the token in
 /proc/<pid>/environ, which shows the environment a process was *started* with — for a forked
 child, the server's. So the learner server starts with a placeholder of the token's length and
 each child overwrites it in place, in the memory /proc reads: the child, and whatever it forks
