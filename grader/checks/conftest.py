@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from grader.judge.api import DeviceKind
+from grader.judge.api import DeviceKind, Smaller
 from grader.judge.devices import RemoteDevice, RemoteWorld, real_accelerator_type
 from grader.judge.plugin import PLUGIN_NAME
 from grader.judge.proxy import LearnerModule, LearnerProcess
@@ -65,7 +65,9 @@ def devices(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Call
 
     An accelerator kind is the machine's real device when it has one (and ``real_ok(mode)``
     says the check can judge fairly there), else its stand-in on the CPU. ``virtual_clock`` and
-    ``budget_bytes`` are for timing and out-of-memory checks (grader/judge/devices.py).
+    ``budget_bytes`` are for timing and out-of-memory checks (grader/judge/devices.py); ``smaller``
+    runs a stand-in's problems that much smaller on each side at the same virtual times (a timing
+    check's: ``dev.size(n)`` is the side to ask for).
     """
     learner = _learner(pytestconfig)
     forced = _plugin(pytestconfig).plan.device
@@ -73,10 +75,11 @@ def devices(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Call
     on_enter = _recorder(request)
 
     def make(*kinds: DeviceKind, virtual_clock: bool = False, budget_bytes: int | None = None,
-             real_ok: Callable[[DeviceKind], bool] = lambda mode: True, typed_oom: bool = False) -> list[RemoteDevice]:
+             real_ok: Callable[[DeviceKind], bool] = lambda mode: True, typed_oom: bool = False,
+             smaller: Smaller = 1) -> list[RemoteDevice]:
         return [RemoteDevice(learner, kind, standin=kind != "cpu" and not (kind == real and real_ok(kind)),
                              virtual_clock=virtual_clock, budget_bytes=budget_bytes, typed_oom=typed_oom,
-                             on_enter=on_enter)
+                             smaller=smaller, on_enter=on_enter)
                 for kind in kinds]
 
     return make

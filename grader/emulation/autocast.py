@@ -12,8 +12,10 @@ switches the AutocastCPU key on for the duration. Removed when the stand-in ends
 from __future__ import annotations
 
 import contextlib
+import functools
+import types
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import torch
@@ -64,13 +66,16 @@ def registered(device: str) -> frozenset[str]:
     return frozenset(n.removeprefix("aten::") for n in names if n.startswith("aten::"))
 
 
-def policy(device: str) -> dict[str, Cast]:
-    """Each op's cast on ``device``, as the installed torch's autocast kernels cast."""
+@functools.cache
+def policy(device: str) -> Mapping[str, Cast]:
+    """Each op's cast on ``device``, as the installed torch's autocast kernels cast: read once a
+    process (1 ms a stand-in session, which asked it twice), before any stand-in has put its own
+    kernels on the AutocastCPU key."""
     found: dict[str, Cast] = {}
     for name in registered(device):
         found[name] = ("banned" if name in BANNED[device] else "lower" if name in LOWER[device]
                        else "promote" if name in PROMOTE[device] else "fp32")
-    return found
+    return types.MappingProxyType(found)
 
 
 def _op(name: str) -> Any:

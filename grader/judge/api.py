@@ -15,12 +15,12 @@ from grader.judge.outcomes import LearnerRaised, NotAttempted, Tampered, fail
 from grader.judge.proxy import Built, LearnerModule
 from grader.judge.trusted import allclose, array_equal, clone, is_number, ndarray_type, same_values, tensor_type
 from grader.wire.codec import cut
-from grader.wire.messages import DeviceKind, DeviceMode, Event, Hello, MiB
+from grader.wire.messages import DeviceKind, DeviceMode, Event, Hello, MiB, Smaller
 from grader.wire.values import device_of, type_name
 
 __all__ = [
     "Built", "Device", "DeviceKind", "DeviceMode", "Event", "Hello", "LearnerModule", "LearnerRaised", "MiB",
-    "NotAttempted", "RemoteWorld", "Tampered", "allclose", "array_equal", "clone", "cut", "device_of", "fail",
-    "is_number",
+    "NotAttempted", "RemoteWorld", "Smaller", "Tampered", "allclose", "array_equal", "clone", "cut", "device_of",
+    "fail", "is_number",
     "ndarray_type", "real_accelerator_type", "runs_amp", "same_values", "tensor_type", "type_name",
 ]

@@ -44,6 +44,7 @@ from grader.wire.messages import (
     OpenWorld,
     Query,
     RecipeName,
+    Smaller,
 )
 from grader.wire.values import DEVICE_ATTR
 
@@ -72,7 +73,7 @@ class RemoteDevice:
     """A device session in the learner process, as a check uses it."""
 
     def __init__(self, learner: LearnerProcess, kind: DeviceKind, *, standin: bool, virtual_clock: bool = False,
-                 budget_bytes: int | None = None, typed_oom: bool = False,
+                 budget_bytes: int | None = None, typed_oom: bool = False, smaller: Smaller = 1,
                  on_enter: Callable[[RemoteDevice], None] | None = None) -> None:
         self.learner = learner
         self.device = torch.device(kind)
@@ -86,16 +87,23 @@ class RemoteDevice:
             self.label = f"{kind} ({learner.hello.cuda.name if kind == 'cuda' and learner.hello.cuda else 'Apple GPU'})"
         self.events: list[Event] = []
         self.printed = ""
-        self._request = OpenDevice(kind, standin, virtual_clock, budget_bytes, typed_oom)
+        self._smaller: Smaller = smaller if standin else 1  # a real device runs the size drawn
+        self._request = OpenDevice(kind, standin, virtual_clock, budget_bytes, typed_oom, self._smaller)
         self._on_enter = on_enter
-        self._costs = CostModel()
+        self._costs = CostModel().smaller(self._smaller)
         self._budget = budget_bytes
         self._timeline: evidence.StandInTimeline | None = None  # each ``with dev:`` is a fresh stand-in
 
     # -- what checks read -------------------------------------------------------------------
+    def size(self, n: int) -> int:
+        """The side a problem drawn at ``n`` runs at in this session: ``n`` on the CPU and a real device,
+        ``n // smaller`` on a stand-in opened ``smaller`` (whose cost model reads the times of ``n``)."""
+        return n // self._smaller
+
     def matmul_seconds(self, n: int) -> float:
-        """One n×n matmul on the stand-in's cost model (stand-ins only: a real GPU is measured)."""
-        return 2.0 * n**3 / self._costs.gpu_flops
+        """One matmul drawn at n×n, run at ``size(n)``, on the stand-in's cost model (stand-ins only: a
+        real GPU is measured): the same virtual time whatever ``smaller`` the session was opened with."""
+        return 2.0 * self.size(n) ** 3 / self._costs.gpu_flops
 
     def cuda_facts(self) -> CudaFacts:
         """What torch.cuda says of this device: the stand-in's constants, or the real GPU's facts."""

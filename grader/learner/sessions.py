@@ -23,6 +23,7 @@ from grader.emulation.clocks import RecordedClocks, held_as_default
 from grader.emulation.observer import Observer
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, Wrap, kept_original, patched
 from grader.emulation.standin import Kind, StandIn
+from grader.reference.device import CostModel
 from grader.reference.meter import MemoryMeter
 from grader.wire.messages import CudaFacts, DeviceKind, DeviceMode, Event, EventKind, Hello, OpenDevice, RequestedDevice
 from grader.wire.values import real_device
@@ -250,8 +251,8 @@ def open_session(request: OpenDevice, code: LearnerCode, gpu_share: float = 1.0)
         return CpuSession(request.budget_bytes, code)
     if request.standin:
         kind: Kind = request.kind
-        return StandInSession(kind, virtual_clock=request.virtual_clock, budget_bytes=request.budget_bytes,
-                              typed_oom=request.typed_oom, code=code)
+        return StandInSession(kind, CostModel().smaller(request.smaller), virtual_clock=request.virtual_clock,
+                              budget_bytes=request.budget_bytes, typed_oom=request.typed_oom, code=code)
     available = torch.cuda.is_available() if request.kind == "cuda" else bool(torch.backends.mps.is_available())
     if not available:
         raise RuntimeError(f"no real {request.kind} device here")

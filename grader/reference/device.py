@@ -7,6 +7,7 @@ names, capability and memory, raise PyTorch's own texts, and run on this cost mo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 NAMES: dict[str, str] = {"cuda": "Stand-in GPU (emulated on CPU)", "mps": "Stand-in Apple GPU (emulated on CPU)"}
@@ -48,3 +49,15 @@ class CostModel:
     def matmul_seconds(self, n: int) -> float:
         """One n x n float32 product on the stand-in (a real GPU is measured, not modelled)."""
         return 2.0 * n**3 / self.gpu_flops
+
+    def smaller(self, factor: int) -> CostModel:
+        """This model for problems ``factor`` times smaller on each side, at the same virtual times: an
+        n/f x n/f product costs what n x n does here (its FLOPs are f**3 fewer), a copy or elementwise
+        op of an n/f x n/f tensor what n x n's does (f**2 fewer bytes); a launch, the first product's
+        set-up and a host op are the same. A timing check so runs the learner's code on f**3 less real
+        arithmetic and reads the same times, mistakes and margins as at the size it drew."""
+        if factor == 1:
+            return self
+        return dataclasses.replace(self, gpu_flops=self.gpu_flops / factor**3, cpu_flops=self.cpu_flops / factor**3,
+                                   elementwise_bytes_per_s=self.elementwise_bytes_per_s / factor**2,
+                                   transfer_bytes_per_s=self.transfer_bytes_per_s / factor**2)

@@ -43,6 +43,9 @@ StopKind = Literal["syntax_error", "no_gpu", "missing_module", "input", "timeout
 # past its deadline now, or in an earlier check.
 RaisedKind = Literal["learner_raised", "not_attempted", "timed_out", "already_timed_out"]
 DeviceKind = Literal["cpu", "cuda", "mps"]
+# How much smaller on each side a stand-in session runs a check's problem, on a cost model scaled to
+# read the same virtual times (grader/reference/device.py ``CostModel.smaller``): ex2's timings.
+Smaller = Literal[1, 2]
 # The two processes of a run that the grader starts (grader/run/launch.py).
 Role = Literal["judge", "learner"]
 # What a grading may be asked to grade on (``--device``, ``grade(device=)``, the learner process's
@@ -263,6 +266,7 @@ class OpenDevice:
     virtual_clock: bool = False
     budget_bytes: int | None = None
     typed_oom: bool = False
+    smaller: Smaller = 1  # a stand-in's cost model, for problems this much smaller (``Smaller``)
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,15 @@ from dataclasses import dataclass
 
 import torch
 
-from grader.judge.api import Device, Event, LearnerModule, fail, is_number
+from grader.judge.api import Device, Event, LearnerModule, Smaller, fail, is_number
 
 N = 512  # the size a grading draws around (grader/reference/draws.py: 384-640); stand-in: 268 µs at 512
 REPEATS = 5
+# A stand-in times the learner's code on problems half the drawn side, on a cost model that reads the
+# drawn size's times (grader/reference/device.py ``CostModel.smaller``): every product, copy and
+# elementwise op, mistakes and margins as at n, for an eighth of the real arithmetic (the matmuls were
+# a quarter of a grading's CPU time). A real device and the CPU's own clock time the drawn size.
+SMALLER: Smaller = 2
 UNITS = {1.0: "s", 1e3: "ms", 1e6: "µs"}
 MATCH = 1e-2  # how close (relative) a clock difference must be to the returned value; time.time() rounds
 MESSAGES = {
@@ -60,9 +65,10 @@ def seconds_of(value: object) -> float:
 
 
 def timed(ex2: LearnerModule, dev: Device, n: int, repeats: int = REPEATS) -> tuple[float, list[Event]]:
-    """time_matmul on ``dev`` (inside ``with dev:``): the number returned and what happened meanwhile."""
+    """time_matmul on ``dev`` (inside ``with dev:``) of a problem drawn at ``n`` (run at ``dev.size(n)``):
+    the number returned and what happened meanwhile."""
     first = len(dev.events)
-    seconds = seconds_of(ex2.time_matmul(n, dev.device, repeats=repeats))
+    seconds = seconds_of(ex2.time_matmul(dev.size(n), dev.device, repeats=repeats))
     return seconds, dev.events[first:]
 
 

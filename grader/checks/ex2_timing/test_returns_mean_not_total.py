@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex2_timing.common import REPEATS, UNITS, interval_of, timed
+from grader.checks.ex2_timing.common import REPEATS, SMALLER, UNITS, interval_of, timed
 from grader.judge.api import Device, LearnerModule, fail
 from grader.reference.draws import Draw
 
@@ -45,7 +45,7 @@ REAL_TOTAL_RATIO = 2.2
 
 
 def test_returns_mean_not_total(ex2: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
-    for dev in devices("cuda", "mps", virtual_clock=True):
+    for dev in devices("cuda", "mps", virtual_clock=True, smaller=SMALLER):
         with dev:
             if not dev.virtual:
                 timed(ex2, dev, 2048, 2)  # warm the library for this size

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import torch
 
+from grader.checks.ex2_timing.common import SMALLER
 from grader.judge.api import Device, LearnerModule, fail, is_number
 from grader.reference.draws import Draw
 
@@ -29,8 +30,8 @@ MESSAGES = {
 
 
 def test_speedup_consistent(ex2: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
-    n = draw.matmul_n
-    for dev in devices("cuda", "mps", virtual_clock=True):
+    for dev in devices("cuda", "mps", virtual_clock=True, smaller=SMALLER):
+        n = dev.size(draw.matmul_n)
         with dev:
             ratio = ex2.speedup(n, dev.device, repeats=3)
         if isinstance(ratio, torch.Tensor) or not is_number(ratio) or ratio <= 0:
@@ -38,7 +39,7 @@ def test_speedup_consistent(ex2: LearnerModule, devices: Callable[..., list[Devi
         if not dev.virtual:
             continue
         # Deterministic: a fresh stand-in replays the learner's own timings exactly.
-        (again,) = devices(dev.device.type, virtual_clock=True)
+        (again,) = devices(dev.device.type, virtual_clock=True, smaller=SMALLER)
         with again:
             cpu_time = ex2.time_matmul(n, torch.device("cpu"), repeats=3)
             device_time = ex2.time_matmul(n, again.device, repeats=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex2_timing.common import device_matmuls, interval_of, timed
+from grader.checks.ex2_timing.common import SMALLER, device_matmuls, interval_of, timed
 from grader.judge.api import Device, LearnerModule, fail
 from grader.reference.draws import Draw
 
@@ -24,7 +24,7 @@ MESSAGES = {
 
 
 def test_warms_up(ex2: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
-    for dev in devices("cuda", "mps", virtual_clock=True):
+    for dev in devices("cuda", "mps", virtual_clock=True, smaller=SMALLER):
         with dev:
             seconds, events = timed(ex2, dev, draw.matmul_n)
         interval = interval_of(events, seconds, dev)
