@@ -8,13 +8,19 @@ default device; and what differs on an Apple GPU (no float64, its own out-of-mem
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
 from grader.checks.ex2_timing.common import measured_interval
+from grader.emulation.patching import LearnerCode
 from grader.emulation.standin import StandIn
-from grader.reference.device import MPS_FLOAT64, NO_CUDA
+from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize("kind", ["cuda", "mps"])
@@ -206,3 +212,45 @@ def test_16_bit_products_are_computed_as_a_gpu_computes_them(kind: str, dtype: t
         ulp = torch.finfo(dtype).eps * product.float().abs().clamp(min=1.0)
         assert ((product.float() - native[name].float()).abs() <= ulp).all(), name
     assert grad.dtype == torch.float32 and torch.allclose(grad, torch.ones(64, 32) @ b.T, rtol=1e-2, atol=1e-2)
+
+
+def _ex2_files() -> list[Path]:
+    found = [ROOT / "solutions" / "ex2_timing.py", *sorted((ROOT / "tests" / "submissions").glob("*/ex2_timing.py")),
+             *sorted((ROOT / "tests" / "submissions" / "idioms").glob("*/*/ex2_timing.py")),
+             *sorted((ROOT / "tests" / "submissions" / "mistakes" / "ex2_timing").glob("*.py"))]
+    return [path for path in found if "def time_matmul" in path.read_text(encoding="utf-8")]
+
+
+Timeline = tuple[tuple[float, float], list[tuple[str, str, float, float]]]  # returned; (kind, device, host, busy)
+
+
+def _timeline(path: Path, kind: str, n: int, costs: CostModel) -> Timeline:
+    spec = importlib.util.spec_from_file_location(f"ex2_under_test_{path.parent.name}_{path.stem}_{n}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        with StandIn(kind, costs, virtual_clock=True, code=LearnerCode((str(path.parent),))) as s:  # type: ignore[arg-type]
+            seconds = float(module.time_matmul(n, s.device, repeats=3))
+            speedup = float(module.speedup(n, s.device, repeats=3)) if hasattr(module, "speedup") else 0.0
+        return (seconds, speedup), [(e.kind, e.device, e.host, e.busy_until or 0.0) for e in s.events]
+    finally:
+        del sys.modules[spec.name]
+
+
+@pytest.mark.parametrize("path", _ex2_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_a_timing_half_the_side_on_the_smaller_model_reads_the_same_times(path: Path) -> None:
+    """ex2's checks time a stand-in's problems at half the drawn side on ``CostModel.smaller(2)``
+    (grader/checks/ex2_timing/common.py): every correct style and every mistake of the corpus returns
+    the same number, and its device leaves the same events at the same virtual times, as at the full
+    side on the full model — so no verdict of a timing check can change with it."""
+    for kind in ("cuda", "mps"):
+        full = _timeline(path, kind, 512, CostModel())
+        half = _timeline(path, kind, 256, CostModel().smaller(2))
+        assert half[0] == pytest.approx(full[0], rel=1e-9)
+        assert [e[:2] for e in half[1]] == [e[:2] for e in full[1]]
+        assert [t for e in half[1] for t in e[2:]] == pytest.approx([t for e in full[1] for t in e[2:]], rel=1e-9,
+                                                                    abs=1e-12)
+    unscaled = _timeline(path, "cuda", 256, CostModel())  # the model is what keeps them: without it, they move
+    assert [e[3] for e in unscaled[1]] != pytest.approx([e[3] for e in full[1]], rel=1e-3)
