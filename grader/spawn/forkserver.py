@@ -32,7 +32,8 @@ from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privile
 from grader.wire.codec import decode, encode
 from grader.wire.messages import IMPORTED_AHEAD, ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
 
-# Imported once by a server; a judge's checks themselves are imported by pytest in each child.
+# Imported once by a server; the judge's server imports the checks too (grader/judge/__main__.py
+# ``import_checks``).
 PRELOAD = {
     "judge": ("torch", "numpy", "pytest", "_pytest.python", "pytest_timeout",
               "grader.judge.__main__", "grader.judge.api"),
@@ -115,15 +116,20 @@ def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: li
         os._exit(code)
 
 
-def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = ()) -> bool:
-    """Import ``names`` and those of ``if_installed`` that are installed into this server; False
-    when an import touched CUDA (a forked child could not use it: the caller then stops, and the
-    grader execs instead)."""
+def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (), *, checks: bool = False) -> bool:
+    """Import ``names`` and those of ``if_installed`` that are installed into this server (and, for
+    the judge's, ``checks``: every check module); False when an import touched CUDA (a forked child
+    could not use it: the caller then stops, and the grader execs instead)."""
     for name in names:
         importlib.import_module(name)
     for name in if_installed:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
+    if checks:
+        from grader.judge.__main__ import import_checks
+
+        with contextlib.suppress(Exception):  # a check that does not import fails in each child, as pytest says
+            import_checks()
     import torch
 
     if torch.cuda.is_initialized():
@@ -141,7 +147,7 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
     (grader/reference/problems.py, tests/test_reference.py), so its server neither."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
-    if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role]):
+    if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge"):
         sock.send(encode(ServerReady(ok=False)))
         return
     sock.send(encode(ServerReady(ok=True)))
