@@ -48,7 +48,7 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patc
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.surface import Surface
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
-from grader.reference.meter import storage_gone
+from grader.reference.meter import handle_expired, storage_gone
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
 
@@ -83,6 +83,10 @@ class _Stored:
     ref: StorageWeakRef
     nbytes: int
     on_device: bool  # False: page-locked host memory (pin_memory)
+    handle: int = 0  # ref's weak handle, which handle_expired asks (grader/reference/meter.py)
+
+    def __post_init__(self) -> None:
+        self.handle = self.ref.cdata
 
 
 def _storage(t: torch.Tensor) -> Any:
@@ -242,9 +246,9 @@ class StandIn:
 
     # -- memory, as the caching allocator reports it ---------------------------------------------
     def live_bytes(self) -> int:
-        for key, stored in list(self._stored.items()):
-            if storage_gone(stored.ref):
-                self._forget(key)
+        """The device's bytes still alive (asked at every allocating op: one pass, one C call a storage)."""
+        for key in [key for key, stored in self._stored.items() if handle_expired(stored.handle)]:
+            self._forget(key)
         return self._live
 
     def live_count(self) -> int:
