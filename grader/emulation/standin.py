@@ -348,7 +348,7 @@ class StandIn:
         # A GPU's kernels do not call back into autocast; this CPU build's kernels call other ops
         # through the dispatcher, which must not be autocast again.
         with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
-            if to_device and ops.RANDOM in func.tags and kwargs.get("generator") is None:
+            if to_device and ops.random(func) and kwargs.get("generator") is None:
                 with self._device_random():
                     out = func(*args, **kwargs)
             elif to_device and func in ops.PRODUCTS:
@@ -441,7 +441,7 @@ class StandIn:
                     self.record("d2h", "cpu")
                 return
         if places and places[0] == "device" and (func is aten._local_scalar_dense.default
-                                                 or any(tag in func.tags for tag in ops.SYNCING)):
+                                                 or ops.syncing(func)):
             self.timeline.synchronize()  # the host waits for a value (item, nonzero ...)
         if not outputs or not ops.computes(func):
             return
