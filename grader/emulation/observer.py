@@ -15,6 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.emulation import ops
+from grader.reference.meter import tensors
 from grader.wire.messages import Event
 
 Record = Callable[..., None]  # record(kind, device="", dtype="")
@@ -33,7 +34,7 @@ class Observer(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        outputs = ops.tensors(out)
+        outputs = tensors(out)
         if not outputs:
             return out
         if func in ops.TRANSFERS:
@@ -43,7 +44,7 @@ class Observer(TorchDispatchMode):
         return out
 
     def _transfer(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[torch.Tensor]) -> None:
-        inputs = ops.tensors(args)
+        inputs = tensors(args)
         if func is ops.aten._to_copy.default:
             source, dest = inputs[0].device.type, outputs[0].device.type
             non_blocking = bool(kwargs.get("non_blocking"))
@@ -62,7 +63,7 @@ class Observer(TorchDispatchMode):
         device, dtype = outputs[0].device.type, str(outputs[0].dtype)
         if ops.flops(func, args, kwargs, out):
             self.record("matmul", device, dtype)
-        elif ops.arithmetic(func) and ops.tensors((args, kwargs)):
+        elif ops.arithmetic(func) and tensors((args, kwargs)):
             last = self.events[-1] if self.events else None
             if not (last and last.kind == "op" and last.device == device and last.dtype == dtype):
                 self.record("op", device, dtype)  # one event per run of ops on one device and dtype

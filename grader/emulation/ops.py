@@ -76,22 +76,6 @@ def syncing(func: Any) -> bool:
     return not _tags(func).isdisjoint(SYNCING)
 
 
-def tensors(obj: Any) -> list[torch.Tensor]:
-    """The tensors in an op's arguments or outputs (nested tuples, lists, dicts): pytree costs too
-    much for every op of a training loop."""
-    found: list[torch.Tensor] = []
-    stack = [obj]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, (list, tuple)):
-            stack.extend(reversed(item))
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-    return found
-
-
 def flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
     """What the FLOP counter counts for this call (0: an op it does not count)."""
     formula = FLOPS.get(func.overloadpacket)

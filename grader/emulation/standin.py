@@ -48,7 +48,7 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patc
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.surface import Surface
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
-from grader.reference.meter import handle_expired, storage_gone
+from grader.reference.meter import handle_expired, storage_gone, tensors
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
 
@@ -315,7 +315,7 @@ class StandIn:
         if kwargs.get("pin_memory"):
             kwargs = {**kwargs, "pin_memory": False}
             pinned = True
-        inputs = ops.tensors((args, kwargs))
+        inputs = tensors((args, kwargs))
         places = [self.where(t) for t in inputs]
         on_device = "device" in places
         if func is aten.is_pinned.default:
@@ -362,7 +362,7 @@ class StandIn:
                 and kwargs.get("non_blocking") and isinstance(out, torch.Tensor):
             landed, out = out, torch.zeros_like(out)
             self._pending.append((out, landed))
-        outputs = ops.tensors(out)
+        outputs = tensors(out)
         self._allocate(outputs, to_device, pinned)
         self._account(func, args, kwargs, to_device=to_device, places=places, out=out, inputs=inputs, outputs=outputs)
         if self.capture is not None and to_device:
@@ -399,7 +399,7 @@ class StandIn:
     def _check_mixing(self, func: Any, args: tuple[Any, ...], inputs: list[torch.Tensor], places: list[Place]) -> None:
         skip: set[int] = set()
         if func in ops.INDEXING and len(args) > 1:
-            skip = {id(t) for t in ops.tensors(args[1])}
+            skip = {id(t) for t in tensors(args[1])}
         for t, place in zip(inputs, places, strict=True):
             if place != "device" and t.dim() > 0 and id(t) not in skip:
                 self.record("mismatch")
@@ -496,7 +496,7 @@ class StandIn:
                 again = self.run(func, args, kwargs)
                 if func.is_view:
                     continue
-                for old, new in zip(ops.tensors(out), ops.tensors(again), strict=False):
+                for old, new in zip(tensors(out), tensors(again), strict=False):
                     if old is not new and old.shape == new.shape:
                         old.copy_(new)
 

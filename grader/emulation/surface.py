@@ -21,8 +21,8 @@ from typing import Any, Protocol
 import torch
 from torch.overrides import TorchFunctionMode
 
-from grader.emulation import ops
 from grader.reference.device import NO_CUDA
+from grader.reference.meter import tensors
 
 # Calls that build their data on the CPU in C++ before moving it (with no op the dispatcher sees
 # for a device that this build lacks).
@@ -114,7 +114,7 @@ class Surface(TorchFunctionMode):
             return self._type(args, kwargs)
         if func is torch.Tensor.type_as:
             return self._to((args[0], args[1]), {})
-        s.contexts.append(kwargs.get("device") is None and any(s.on_device(t) for t in ops.tensors((args, kwargs))))
+        s.contexts.append(kwargs.get("device") is None and any(s.on_device(t) for t in tensors((args, kwargs))))
         try:
             return func(*args, **kwargs)
         finally:
