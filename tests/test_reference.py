@@ -1,16 +1,23 @@
 """The judge's reference training: the same numbers as torch.optim's optimizers, bit for bit, without
-the torch._dynamo import an Optimizer's first step costs (grader/reference/problems.py)."""
+the torch._dynamo import an Optimizer's first step costs (grader/reference/problems.py); and the
+live-tensor meter (grader/reference/meter.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import subprocess
 import sys
 
+import pytest
 import torch
 from torch import nn
 
+from grader.emulation.patching import NO_LEARNER_CODE
+from grader.learner.sessions import open_session
 from grader.reference.draws import Draw
+from grader.reference.meter import MemoryMeter
 from grader.reference.problems import (
     EX4_BATCH,
     ex4_optimizer,
@@ -19,6 +26,7 @@ from grader.reference.problems import (
     ex5_problem,
     ex5_reference_fp32,
 )
+from grader.wire.messages import OpenDevice
 
 DRAWS = [Draw(seed) for seed in (1, 22, 333)]
 
@@ -75,3 +83,33 @@ def test_the_reference_training_does_not_import_torch_dynamo() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=True)
     assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("watched", ["meter", "cpu session"])
+def test_an_out_of_memory_error_caught_frees_the_ops_inputs_at_once(watched: str) -> None:
+    """A learner's back-off catches the meter's out-of-memory error and drops what it held: the
+    memory must come back then, not at the garbage collector's next pass (the error's traceback
+    holds the dispatch mode's frame, which held the error: a cycle that kept the op's inputs — the
+    learner's activations — and made ex4's lesson-style back-off halve twice more)."""
+    budget = 3 * 4096 * 4
+    gc.disable()
+    try:
+        with contextlib.ExitStack() as stack:
+            if watched == "meter":
+                meter = stack.enter_context(MemoryMeter(budget))
+            else:
+                session = stack.enter_context(open_session(OpenDevice("cpu", False, budget_bytes=budget),
+                                                           NO_LEARNER_CODE))
+                meter = session.meter  # type: ignore[union-attr]
+            activations = torch.ones(4096) + 0  # made under the meter: counted
+            caught = False
+            try:  # as a learner's back-off catches it
+                torch.cat([activations, activations, activations])  # 3 x 16 KiB: past 48 KiB with it
+            except torch.OutOfMemoryError:
+                caught = True
+            assert caught
+            assert meter.live_bytes() == 4096 * 4
+            del activations
+            assert meter.live_bytes() == 0
+    finally:
+        gc.enable()

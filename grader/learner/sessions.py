@@ -135,8 +135,11 @@ class Watched:
             self._stack.callback(setattr, func, attr, getattr(func, attr))
             setattr(func, attr, value)
         self._stack.enter_context(patched(replacements, self.code))
-        self._stack.enter_context(Observer(self.record, self.events))
+        self._stack.enter_context(self._observer())
         return self
+
+    def _observer(self) -> Observer:
+        return Observer(self.record, self.events)
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
@@ -161,8 +164,8 @@ class CpuSession(Watched):
     def _patches(self) -> dict[Target, object]:
         return {**self._clock_patches(), (torch.cpu, "synchronize"): self._wrap("sync")}
 
-    def _enter(self) -> None:
-        self._stack.enter_context(self.meter)
+    def _observer(self) -> Observer:
+        return Observer(self.record, self.events, self.meter)  # which counts the live tensors too
 
 
 class RealSession(Watched):

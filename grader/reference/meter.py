@@ -83,6 +83,23 @@ class MemoryMeter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         out = func(*args, **(kwargs or {}))
+        refused = self.count(out)
+        if refused is not None:
+            del out  # the refused tensors go before the error is raised
+            try:
+                raise refused
+            finally:
+                # The error's traceback holds this frame: were the frame to hold the error, that cycle
+                # (freed only by the garbage collector) would keep the op's inputs — a learner's
+                # activations — alive past the out-of-memory error its back-off caught.
+                del refused
+        return out
+
+    def count(self, out: Any) -> BaseException | None:
+        """Count the storages of an op's output ``out`` that are new (a dispatch mode that watches the
+        ops already, grader/emulation/observer.py, calls this instead of stacking the meter as a mode of
+        its own); past the budget, forget them again and return the out-of-memory error to raise. The
+        caller drops ``out`` before raising it: refused tensors must not live on in its traceback."""
         new = 0
         fresh: list[int] = []
         for leaf in tensors(out):
@@ -101,16 +118,16 @@ class MemoryMeter(TorchDispatchMode):
             self._bytes += size
             new += size
             fresh.append(key)
-        if new:
-            live = self.live_bytes()
-            if self.budget is not None and live > self.budget:
-                for key in fresh:
-                    self._forget(key)
-                del out, leaf, storage  # the refused tensors go before the error is raised
-                self.ooms += 1
-                raise self.error(new, live - new, self.budget)
-            self.peak = max(self.peak, live)
-        return out
+        if not new:
+            return None
+        live = self.live_bytes()
+        if self.budget is not None and live > self.budget:
+            for key in fresh:
+                self._forget(key)
+            self.ooms += 1
+            return self.error(new, live - new, self.budget)
+        self.peak = max(self.peak, live)
+        return None
 
     def _cuda_oom(self, asked: int, live: int, budget: int) -> BaseException:
         return torch.OutOfMemoryError(
