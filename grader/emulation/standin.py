@@ -83,10 +83,6 @@ class _Stored:
     ref: StorageWeakRef
     nbytes: int
     on_device: bool  # False: page-locked host memory (pin_memory)
-    handle: int = 0  # ref's weak handle, which handle_expired asks (grader/reference/meter.py)
-
-    def __post_init__(self) -> None:
-        self.handle = self.ref.cdata
 
 
 def _storage(t: torch.Tensor) -> Any:
@@ -247,7 +243,7 @@ class StandIn:
     # -- memory, as the caching allocator reports it ---------------------------------------------
     def live_bytes(self) -> int:
         """The device's bytes still alive (asked at every allocating op: one pass, one C call a storage)."""
-        for key in [key for key, stored in self._stored.items() if handle_expired(stored.handle)]:
+        for key in [key for key, stored in self._stored.items() if handle_expired(stored.ref.cdata)]:
             self._forget(key)
         return self._live
 

@@ -58,9 +58,7 @@ class MemoryMeter(TorchDispatchMode):
         self.error = error or self._cuda_oom
         self.peak = 0
         self.ooms = 0
-        # storage address -> (its weak reference's handle, its bytes, the weak reference): the handle
-        # is what handle_expired asks, the reference keeps it valid.
-        self._live: dict[int, tuple[int, int, StorageWeakRef]] = {}
+        self._live: dict[int, tuple[StorageWeakRef, int]] = {}  # storage address -> (weak reference, bytes)
         self._bytes = 0  # the sum of _live's bytes
 
     @classmethod
@@ -72,7 +70,7 @@ class MemoryMeter(TorchDispatchMode):
     def live_bytes(self) -> int:
         """The bytes of the storages still alive (asked at every allocating op: one pass, one C call
         a storage, a running sum)."""
-        for key in [key for key, (handle, _, _) in self._live.items() if handle_expired(handle)]:
+        for key in [key for key, (ref, _) in self._live.items() if handle_expired(ref.cdata)]:
             self._bytes -= self._live.pop(key)[1]
         return self._bytes
 
@@ -108,13 +106,12 @@ class MemoryMeter(TorchDispatchMode):
             storage = leaf.untyped_storage()
             key = storage._cdata
             known = self._live.get(key)
-            if known is not None and not handle_expired(known[0]):
+            if known is not None and not storage_gone(known[0]):
                 continue
             if known is not None:  # a freed storage's address, reused by this one
                 self._forget(key)
-            ref = StorageWeakRef(storage)
             size = storage.nbytes()
-            self._live[key] = (ref.cdata, size, ref)
+            self._live[key] = (StorageWeakRef(storage), size)
             self._bytes += size
             new += size
             fresh.append(key)
