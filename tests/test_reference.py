@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from grader.emulation.patching import NO_LEARNER_CODE
+from grader.learner.instruments import metered
 from grader.learner.sessions import open_session
 from grader.reference.draws import Draw
 from grader.reference.meter import MemoryMeter
@@ -85,22 +86,28 @@ def test_the_reference_training_does_not_import_torch_dynamo() -> None:
     assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
 
 
-@pytest.mark.parametrize("watched", ["meter", "cpu session"])
+@pytest.mark.parametrize("watched", ["meter", "cpu session", "call on the cpu", "call on a stand-in"])
 def test_an_out_of_memory_error_caught_frees_the_ops_inputs_at_once(watched: str) -> None:
     """A learner's back-off catches the meter's out-of-memory error and drops what it held: the
     memory must come back then, not at the garbage collector's next pass (the error's traceback
     holds the dispatch mode's frame, which held the error: a cycle that kept the op's inputs — the
-    learner's activations — and made ex4's lesson-style back-off halve twice more)."""
+    learner's activations — and made ex4's lesson-style back-off halve twice more). The meter is a
+    mode of its own, a CPU session's, or a call's (``meter_budget``), which the session's own mode
+    counts for (grader/reference/meter.py ``counted``)."""
     budget = 3 * 4096 * 4
     gc.disable()
     try:
         with contextlib.ExitStack() as stack:
             if watched == "meter":
                 meter = stack.enter_context(MemoryMeter(budget))
-            else:
+            elif watched == "cpu session":
                 session = stack.enter_context(open_session(OpenDevice("cpu", False, budget_bytes=budget),
                                                            NO_LEARNER_CODE))
                 meter = session.meter  # type: ignore[union-attr]
+            else:
+                request = OpenDevice("cpu", False) if watched == "call on the cpu" else OpenDevice("cuda", True)
+                session = stack.enter_context(open_session(request, NO_LEARNER_CODE))
+                meter = stack.enter_context(metered(budget, "the call's", session.meters))
             activations = torch.ones(4096) + 0  # made under the meter: counted
             caught = False
             try:  # as a learner's back-off catches it

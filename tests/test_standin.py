@@ -254,3 +254,42 @@ def test_a_timing_half_the_side_on_the_smaller_model_reads_the_same_times(path: 
                                                                     abs=1e-12)
     unscaled = _timeline(path, "cuda", 256, CostModel())  # the model is what keeps them: without it, they move
     assert [e[3] for e in unscaled[1]] != pytest.approx([e[3] for e in full[1]], rel=1e-3)
+
+
+def test_the_flop_counters_formulas_count_the_same_through_the_stand_ins_shapes() -> None:
+    """ops.flops maps arguments to shapes itself instead of through the FLOP counter's pytree wrapper:
+    for every product, convolution and attention op_db samples (forward and backward), the count is
+    the counter's own."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's test utilities warn as they import
+        from torch.testing._internal.common_methods_invocations import op_db
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    from grader.emulation import ops
+
+    compared: set[str] = set()
+
+    class Compare(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            formula = flop_registry.get(func.overloadpacket)
+            if formula is not None:
+                assert ops.flops(ops.classify(func), args, kwargs, out) == formula(*args, **kwargs, out_val=out), func
+                compared.add(str(func.overloadpacket))
+            return out
+
+    names = {"mm", "addmm", "bmm", "baddbmm", "matmul", "nn.functional.linear", "nn.functional.conv1d",
+             "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.scaled_dot_product_attention"}
+    for info in (i for i in op_db if i.name in names):
+        for sample in list(info.sample_inputs("cpu", torch.float32, requires_grad=True))[:4]:
+            with Compare(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = info.op(sample.input, *sample.args, **sample.kwargs)
+                if isinstance(result, torch.Tensor) and result.requires_grad:
+                    result.sum().backward()
+    assert {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution",
+            "aten.convolution_backward"} <= compared, compared

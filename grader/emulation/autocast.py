@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 import torch
 
+from grader.reference.meter import tensors
+
 Cast = Literal["lower", "fp32", "promote", "banned"]
 _BCE = ("torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
         "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
@@ -124,7 +126,7 @@ class DeviceAutocast:
         op = _op(name)
 
         def autocast_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-            leaves = [a for a in _leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+            leaves = tensors((args, kwargs))
             cast = None
             if self.device_on and any(self._eligible(t, True) for t in leaves):
                 device, table, low = True, self.device_policy, torch.get_autocast_dtype(self.kind)
@@ -228,13 +230,3 @@ class DeviceAutocast:
                 self._lib._destroy()
                 self._lib = None
 
-
-def _leaves(obj: Any) -> Iterator[Any]:
-    if isinstance(obj, (list, tuple)):
-        for x in obj:
-            yield from _leaves(x)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _leaves(x)
-    else:
-        yield obj

@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.emulation import ops
-from grader.reference.meter import MemoryMeter, tensors
+from grader.reference.meter import MemoryMeter, counted, tensors
 from grader.wire.messages import Event
 
 Record = Callable[..., None]  # record(kind, device="", dtype="")
@@ -26,10 +26,9 @@ class Observer(TorchDispatchMode):
         super().__init__()  # type: ignore[no-untyped-call]
         self.record = record
         self.events = events  # the session's, to which ``record`` appends
-        # A CPU session's live tensors, counted here rather than by a dispatch mode of the meter's own:
-        # each mode is a trip from C++ to Python and back for every op (an op in a CPU session: 19.4-19.9 µs
-        # with the meter as a mode of its own, 15.5 µs so; benchmarked by hand, 2026-12-02).
-        self.meter = meter
+        # Who counts the live tensors here rather than as a dispatch mode of their own
+        # (grader/reference/meter.py ``counted``): a CPU session's meter, then a call's.
+        self.meters: list[MemoryMeter] = [] if meter is None else [meter]
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -37,22 +36,15 @@ class Observer(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if self.meter is not None:
-            refused = self.meter.count(out)
-            if refused is not None:
-                del out  # the refused tensors go before the error is raised
-                try:
-                    raise refused
-                finally:
-                    del refused  # no cycle through this frame (grader/reference/meter.py)
+        out = counted(self.meters, func, args, kwargs) if self.meters else func(*args, **kwargs)
         outputs = tensors(out)
         if not outputs:
             return out
-        if func in ops.TRANSFERS:
+        op = ops.classify(func)
+        if op.transfer:
             self._transfer(func, args, kwargs, outputs)
-        elif ops.computes(func):
-            self._compute(func, args, kwargs, out, outputs)
+        elif op.computes:
+            self._compute(op, args, kwargs, out, outputs)
         return out
 
     def _transfer(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[torch.Tensor]) -> None:
@@ -70,12 +62,12 @@ class Observer(TorchDispatchMode):
         elif source != "cpu" and dest == "cpu":
             self.record("d2h_async" if non_blocking else "d2h", dest)
 
-    def _compute(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
+    def _compute(self, op: ops.Op, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
                  outputs: list[torch.Tensor]) -> None:
         device, dtype = outputs[0].device.type, str(outputs[0].dtype)
-        if ops.flops(func, args, kwargs, out):
+        if ops.flops(op, args, kwargs, out):
             self.record("matmul", device, dtype)
-        elif ops.arithmetic(func) and tensors((args, kwargs)):
+        elif op.arithmetic and tensors((args, kwargs)):
             last = self.events[-1] if self.events else None
             if not (last and last.kind == "op" and last.device == device and last.dtype == dtype):
                 self.record("op", device, dtype)  # one event per run of ops on one device and dtype

@@ -8,12 +8,12 @@ backward, whatever Python function the learner's code called.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
+from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count, shape_wrapper
 
 aten = torch.ops.aten
 
@@ -61,40 +61,100 @@ RANDOM = torch.Tag.nondeterministic_seeded
 SYNCING = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
 
 
-@functools.cache
-def _tags(func: Any) -> frozenset[Any]:
-    return frozenset(func.tags)  # the property builds a new list from C++ each time: 2.5 µs an op
+def _cudnn_convolution(x: Any, w: Any, padding: Any, stride: Any, dilation: Any, groups: Any,  # noqa: PLR0917 - aten's
+                       *_: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    return aten.convolution.default, (x, w, None, stride, padding, dilation, False, [0] * len(padding), groups), {}
 
 
-def random(func: Any) -> bool:
-    """Whether the op draws from a generator (randn, dropout ...)."""
-    return RANDOM in _tags(func)
+def _cudnn_convolution_transpose(x: Any, w: Any, padding: Any, output_padding: Any, stride: Any,  # noqa: PLR0917
+                                 dilation: Any, groups: Any, *_: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    return aten.convolution.default, (x, w, None, stride, padding, dilation, True, output_padding, groups), {}
 
 
-def syncing(func: Any) -> bool:
-    """Whether the host must wait for the op's result to know its size or value."""
-    return not _tags(func).isdisjoint(SYNCING)
+# cuDNN's own entry points, which a CPU build has no kernel for: the convolution each computes (the
+# CUDA stand-in runs that: grader/emulation/standin.py).
+CUDNN: dict[Any, Callable[..., tuple[Any, tuple[Any, ...], dict[str, Any]]]] = {
+    aten.cudnn_convolution.default: _cudnn_convolution,
+    aten.cudnn_convolution_transpose.default: _cudnn_convolution_transpose,
+}
 
 
-def flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-    """What the FLOP counter counts for this call (0: an op it does not count)."""
-    formula = FLOPS.get(func.overloadpacket)
-    if formula is None:
+@dataclass(frozen=True)
+class Op:
+    """What the stand-in and the observer ask of an aten op, answered once a process for each op:
+    asked of the OpOverload every time, each question hashed it in Python (its ``__hash__`` is a
+    Python method) — ten times an op, and its ``tags`` property builds a new list each read."""
+
+    transfer: bool  # copies between devices (TRANSFERS)
+    indexing: bool  # INDEXING
+    product: bool  # PRODUCTS
+    cudnn: bool  # CUDNN
+    random: bool  # draws from a generator (randn, dropout ...)
+    syncing: bool  # the host must wait for its result to know its size or value (nonzero, unique ...)
+    computes: bool  # a GPU runs a kernel for it (views and bare allocations launch none)
+    arithmetic: bool  # computes, and is not a copy, fill or read-back (NOT_ARITHMETIC)
+    formula: Callable[..., int] | None  # the FLOP counter's formula, if it counts this op
+    on_shapes: bool  # the formula takes the arguments' shapes (``_formula``)
+
+
+_CLASSIFIED: dict[int, tuple[Any, Op]] = {}  # id(func) -> (func, what it is): the func held, its id never reused
+
+
+def classify(func: Any) -> Op:
+    """What ``func`` (an OpOverload) is, for the stand-in and the observer."""
+    hit = _CLASSIFIED.get(id(func))
+    if hit is not None:
+        return hit[1]
+    tags = frozenset(func.tags)
+    formula, on_shapes = _formula(func)
+    computes = not func.is_view and func not in ALLOCATING
+    op = Op(transfer=func in TRANSFERS, indexing=func in INDEXING, product=func in PRODUCTS, cudnn=func in CUDNN,
+            random=RANDOM in tags, syncing=not tags.isdisjoint(SYNCING), computes=computes,
+            arithmetic=computes and func not in NOT_ARITHMETIC, formula=formula, on_shapes=on_shapes)
+    _CLASSIFIED[id(func)] = (func, op)
+    return op
+
+
+def flops(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    """What the FLOP counter counts for this call of ``op`` (0: an op it does not count)."""
+    if op.formula is None:
         return 0
     try:
-        return int(formula(*args, **kwargs, out_val=out))
+        if op.on_shapes:
+            return int(op.formula(*_shapes(args), out_shape=_shapes(out), **_shapes(kwargs)))
+        return int(op.formula(*args, **kwargs, out_val=out))
     except Exception:  # noqa: BLE001 - a formula that does not fit these arguments counts nothing
         return 0
 
 
+_SHAPE_WRAPPER = shape_wrapper(lambda: 0).__code__  # the code of every formula wrapped so
+
+
+def _formula(func: Any) -> tuple[Callable[..., int] | None, bool]:
+    """The FLOP counter's formula for ``func``, and whether it takes shapes: most are registered
+    wrapped in ``shape_wrapper``, which maps every argument to its shape with pytree (a tenth of a
+    product's cost on a stand-in); ``_shapes`` does what it does, for the formula it wraps."""
+    formula = FLOPS.get(func.overloadpacket)
+    inner = getattr(formula, "__wrapped__", None)
+    if inner is not None and getattr(formula, "__code__", None) is _SHAPE_WRAPPER:
+        return inner, True
+    return formula, False
+
+
+def _shapes(obj: Any) -> Any:
+    """``obj`` with every tensor replaced by its shape (torch.utils.flop_counter's ``get_shape``, mapped
+    over lists, tuples and dicts as its tree_map maps it)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.shape
+    if isinstance(obj, list):
+        return [_shapes(x) for x in obj]
+    if isinstance(obj, tuple):
+        items = [_shapes(x) for x in obj]
+        return tuple(items) if type(obj) is tuple else type(obj)(*items)
+    if isinstance(obj, dict):
+        return {k: _shapes(v) for k, v in obj.items()}
+    return obj
+
+
 def nbytes(items: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in items)
-
-
-def computes(func: Any) -> bool:
-    """Whether a GPU runs a kernel for it (views and bare allocations launch none)."""
-    return not func.is_view and func not in ALLOCATING
-
-
-def arithmetic(func: Any) -> bool:
-    return computes(func) and func not in NOT_ARITHMETIC

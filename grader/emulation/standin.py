@@ -33,7 +33,7 @@ as on a GPU it would hold whatever was there.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,7 +48,7 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patc
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.surface import Surface
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
-from grader.reference.meter import handle_expired, storage_gone, tensors
+from grader.reference.meter import MemoryMeter, counted, handle_expired, storage_gone, tensors
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
 
@@ -97,29 +97,12 @@ def _storage(t: torch.Tensor) -> Any:
 
 def _key(t: torch.Tensor) -> int | None:
     with torch._C.DisableTorchFunction():
-        if t.device.type != "cpu":
+        if not t.is_cpu:  # (five times as fast as t.device.type: a torch.device is built each read)
             return None
         try:
             return int(_storage(t)._cdata)
         except (RuntimeError, NotImplementedError):
             return None
-
-
-def _cudnn_convolution(x: Any, w: Any, padding: Any, stride: Any, dilation: Any, groups: Any,  # noqa: PLR0917 - aten's
-                       *_: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
-    return aten.convolution.default, (x, w, None, stride, padding, dilation, False, [0] * len(padding), groups), {}
-
-
-def _cudnn_convolution_transpose(x: Any, w: Any, padding: Any, output_padding: Any, stride: Any,  # noqa: PLR0917
-                                 dilation: Any, groups: Any, *_: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
-    return aten.convolution.default, (x, w, None, stride, padding, dilation, True, output_padding, groups), {}
-
-
-# cuDNN's own entry points, which a CPU build has no kernel for: the convolution they compute.
-CUDA_ONLY: dict[Any, Callable[..., tuple[Any, tuple[Any, ...], dict[str, Any]]]] = {
-    aten.cudnn_convolution.default: _cudnn_convolution,
-    aten.cudnn_convolution_transpose.default: _cudnn_convolution_transpose,
-}
 
 
 def widened(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], inputs: list[torch.Tensor]) -> Any:
@@ -149,7 +132,10 @@ class _Dispatch(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        return self.device.run(func, args, kwargs or {})
+        device = self.device
+        if device.meters:  # a call's meters count here, not as modes of their own (grader/reference/meter.py)
+            return counted(device.meters, device.run, (func, args, kwargs or {}), {})
+        return device.run(func, args, kwargs or {})
 
 
 class StandIn:
@@ -181,6 +167,7 @@ class StandIn:
         self.peak_reserved = 0
         self.allocations = 0
         self.ooms = 0
+        self.meters: list[MemoryMeter] = []  # a call's meters, counting every op's output after the device
         self._stored: dict[int, _Stored] = {}
         self._live = 0
         self._reserved = 0
@@ -311,6 +298,7 @@ class StandIn:
         if kwargs.get("pin_memory"):
             kwargs = {**kwargs, "pin_memory": False}
             pinned = True
+        op = ops.classify(func)
         inputs = tensors((args, kwargs))
         places = [self.where(t) for t in inputs]
         on_device = "device" in places
@@ -322,16 +310,16 @@ class StandIn:
             return copy
         if func is aten.record_stream.default:
             return None
-        if func in CUDA_ONLY and self.kind == "cuda":
-            return self.run(*CUDA_ONLY[func](*args, **kwargs))
-        if on_device and func not in ops.TRANSFERS:
-            self._check_mixing(func, args, inputs, places)
+        if op.cudnn and self.kind == "cuda":
+            return self.run(*ops.CUDNN[func](*args, **kwargs))
+        if on_device and not op.transfer:
+            self._check_mixing(op, args, inputs, places)
         if to_device is False and self.contexts and self.contexts[-1]:
             # C++ building a tensor from a device tensor's options (whose device is the real
             # one, the CPU) inside a call on device tensors: it is on the device there.
             to_device = True
         if to_device is None:
-            if func in ops.TRANSFERS:
+            if op.transfer:
                 to_device = places[0] == "device"
             else:
                 to_device = on_device if inputs else bool(self.contexts and self.contexts[-1])
@@ -344,10 +332,10 @@ class StandIn:
         # A GPU's kernels do not call back into autocast; this CPU build's kernels call other ops
         # through the dispatcher, which must not be autocast again.
         with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
-            if to_device and ops.random(func) and kwargs.get("generator") is None:
+            if to_device and op.random and kwargs.get("generator") is None:
                 with self._device_random():
                     out = func(*args, **kwargs)
-            elif to_device and func in ops.PRODUCTS:
+            elif to_device and op.product:
                 out = widened(func, args, kwargs, inputs)
             else:
                 out = func(*args, **kwargs)
@@ -360,7 +348,8 @@ class StandIn:
             self._pending.append((out, landed))
         outputs = tensors(out)
         self._allocate(outputs, to_device, pinned)
-        self._account(func, args, kwargs, to_device=to_device, places=places, out=out, inputs=inputs, outputs=outputs)
+        self._account(func, op, args, kwargs, to_device=to_device, places=places, out=out, inputs=inputs,
+                      outputs=outputs)
         if self.capture is not None and to_device:
             self.capture.append((func, args, kwargs, out))
         return out
@@ -392,9 +381,9 @@ class StandIn:
         if self.kind == "mps" and dtype in (torch.float64, torch.complex128):
             raise TypeError(MPS_FLOAT64)
 
-    def _check_mixing(self, func: Any, args: tuple[Any, ...], inputs: list[torch.Tensor], places: list[Place]) -> None:
+    def _check_mixing(self, op: ops.Op, args: tuple[Any, ...], inputs: list[torch.Tensor], places: list[Place]) -> None:
         skip: set[int] = set()
-        if func in ops.INDEXING and len(args) > 1:
+        if op.indexing and len(args) > 1:
             skip = {id(t) for t in tensors(args[1])}
         for t, place in zip(inputs, places, strict=True):
             if place != "device" and t.dim() > 0 and id(t) not in skip:
@@ -413,12 +402,12 @@ class StandIn:
             self.generator.set_state(torch.default_generator.get_state())
             torch.default_generator.set_state(cpu)
 
-    def _account(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, to_device: bool,
+    def _account(self, func: Any, op: ops.Op, args: tuple[Any, ...], kwargs: dict[str, Any], *, to_device: bool,
                  places: list[Place], out: Any, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
         """The op's cost on the virtual timeline, and the events checks read (``inputs``: the
         tensors of ``args`` and ``kwargs``, ``outputs``: of ``out``)."""
         c = self.costs
-        if func in ops.TRANSFERS and places:
+        if op.transfer and places:
             source = places[0] if func is aten._to_copy.default else places[-1]
             dest = "device" if to_device else "cpu"
             size = ops.nbytes(outputs[:1])
@@ -437,11 +426,11 @@ class StandIn:
                     self.record("d2h", "cpu")
                 return
         if places and places[0] == "device" and (func is aten._local_scalar_dense.default
-                                                 or ops.syncing(func)):
+                                                 or op.syncing):
             self.timeline.synchronize()  # the host waits for a value (item, nonzero ...)
-        if not outputs or not ops.computes(func):
+        if not outputs or not op.computes:
             return
-        work = ops.flops(func, args, kwargs, out)
+        work = ops.flops(op, args, kwargs, out)
         if to_device:
             kernel = max(work / c.gpu_flops, (ops.nbytes(inputs) + ops.nbytes(outputs))
                          / c.elementwise_bytes_per_s)
@@ -455,7 +444,7 @@ class StandIn:
         dtype = str(outputs[0].dtype)
         if work:
             self.record("matmul", device, dtype)
-        elif places and ops.arithmetic(func):
+        elif places and op.arithmetic:
             last = self.events[-1] if self.events else None
             if not (last and last.kind == "op" and last.device == device and last.dtype == dtype):
                 self.record("op", device, dtype)  # one event per run of ops on one device and dtype

@@ -16,6 +16,7 @@ still lands on the device (the dispatcher's context rule).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Protocol
 
 import torch
@@ -32,7 +33,9 @@ LEGACY_DTYPES = {"Float": torch.float32, "Double": torch.float64, "Half": torch.
                  "Byte": torch.uint8, "Bool": torch.bool}
 
 
+@functools.cache
 def _device_constructors() -> Any:
+    """The functions that take a ``device=`` (torch's own set, read once: asked at every call)."""
     from torch.utils._device import _device_constructors
 
     return _device_constructors()

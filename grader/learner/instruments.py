@@ -73,11 +73,21 @@ def watch_amp() -> Iterator[ScalerCalls]:
 
 
 @contextlib.contextmanager
-def metered(budget: int | None, label: str) -> Iterator[MemoryMeter]:
-    """Live tensors counted for the call's duration; past ``budget`` bytes, out of memory."""
+def metered(budget: int | None, label: str, counters: list[MemoryMeter] | None) -> Iterator[MemoryMeter]:
+    """Live tensors counted for the call's duration; past ``budget`` bytes, out of memory.
+    ``counters``: the open session's meters (its dispatch mode counts for each, after its own
+    accounting, grader/reference/meter.py ``counted``); ``None``: no session, the meter is a dispatch
+    mode of its own."""
     meter = MemoryMeter(budget, label)
-    with meter:
+    if counters is None:
+        with meter:
+            yield meter
+        return
+    counters.append(meter)
+    try:
         yield meter
+    finally:
+        counters.remove(meter)
 
 
 @contextlib.contextmanager

@@ -91,6 +91,7 @@ class Watched:
         self.code = code  # the learner's modules: a wrapped clock is also rebound where they hold it
         self.events: list[Event] = []
         self.budget = budget_bytes
+        self.meters: list[MemoryMeter] = []  # who counts at this session's dispatch mode (its Observer's)
         self._stack = contextlib.ExitStack()
 
     def live_bytes(self) -> int:
@@ -135,7 +136,8 @@ class Watched:
             self._stack.callback(setattr, func, attr, getattr(func, attr))
             setattr(func, attr, value)
         self._stack.enter_context(patched(replacements, self.code))
-        self._stack.enter_context(self._observer())
+        observer = self._stack.enter_context(self._observer())
+        self.meters = observer.meters
         return self
 
     def _observer(self) -> Observer:
