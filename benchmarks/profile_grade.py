@@ -1,6 +1,6 @@
 """Where one ``grader grade`` and one batch learner spend their time; prints a Markdown table.
 
-    python benchmarks/profile_grade.py [--repeats 3]
+    python benchmarks/profile_grade.py [--repeats 3] [--learners 6] [--by-exercise 12]
 
 Each figure is CPU seconds (user + sys of the processes the step started, measured by this
 process), the figure a busy machine hardly changes; wall seconds beside it. Every process here runs
@@ -12,7 +12,11 @@ this process. Rows:
   ``torch._dynamo``, which the first ``torch.optim`` call of each process imports (sympy, mpmath);
 * one ``grader grade solutions`` (exec'd judge and learner process), and its checks' own seconds
   from the report, exercise by exercise (wall time inside the judge);
-* one learner of a ``grader batch --workers 1`` class (processes forked from warm servers).
+* one learner of a ``grader batch --workers 1`` class (processes forked from warm servers);
+* with ``--by-exercise N``: what one more learner costs, exercise by exercise — the CPU of a class of
+  N learners who each handed in only that exercise's reference solution, less a class of one, over
+  N − 1 (the servers' start cancels out; each figure still holds the per-learner fixed part:
+  two forks, the judge's pytest session, the protocol) — and the same for the whole course.
 What is left of a grading once the imports and the checks are counted is starting the processes,
 the sandbox, the protocol and ending the run.
 """
@@ -51,6 +55,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--learners", type=int, default=6)
+    parser.add_argument("--by-exercise", type=int, default=0, metavar="N",
+                        help="also each exercise's cost a learner, from classes of N and of 1 (N >= 2)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start\n")
     print("| step | CPU s | wall s | note |")
@@ -83,8 +89,28 @@ def main() -> int:
         per = Timed(batch.wall / args.learners, batch.cpu / args.learners)
         row(f"one learner of a `grader batch --workers 1` class of {args.learners} (forked)", per,
             "servers' start shared by the class")
+        if args.by_exercise >= 2:
+            by_exercise(work, solutions, args.by_exercise)
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
     return 0
+
+
+def by_exercise(work: Path, solutions: Path, learners: int) -> None:
+    """What one more learner costs, for each exercise alone and for the whole course (``--by-exercise``)."""
+    parts = {path.stem: [path.name] for path in sorted(solutions.glob("ex*.py"))}
+    parts["the whole course"] = [name for names in parts.values() for name in names]
+    for label, names in parts.items():
+        cpu = {}
+        for size in (1, learners):
+            cls = work / f"by-{label.replace(' ', '-')}-{size}"
+            for i in range(size):
+                (cls / f"learner{i:02d}").mkdir(parents=True)
+                for name in names:
+                    shutil.copy(solutions / name, cls / f"learner{i:02d}" / name)
+            cpu[size] = timed([PY, "-m", "grader", "batch", str(cls), "-o", str(cls) + "-out", "--workers", "1",
+                               "--quiet", "--isolation", "none", "--lang", "en"]).cpu
+        print(f"| &nbsp;&nbsp;one more learner: {label} | {(cpu[learners] - cpu[1]) / (learners - 1):.2f} | | "
+              f"classes of {learners} and 1: {cpu[learners]:.2f} and {cpu[1]:.2f} CPU-s |")
 
 
 if __name__ == "__main__":
