@@ -6,6 +6,9 @@ Forked processes themselves are tested end to end in tests/test_hostile.py (``ba
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +83,29 @@ def test_a_batch_worker_s_gpu_share_reaches_its_learner_process_explicitly() -> 
     request = ForkRequest(dict(spawn.env), "/", spawn.device, spawn.limits, 0, spawn.gpu_share)
     assert decode(encode(request), ForkRequest) == request
     assert all("GPU" not in name for name in (*share.env, *PASSED_ENV))
+
+
+AHEAD_THEN_FORK = """
+import os, sys, torch
+torch.set_num_threads(2)  # as a judge server on a machine with cores to spare
+from grader.checks.ex4_oom.workload import budget_forcing_backoff
+from grader.spawn.forkserver import PRELOAD, PRELOAD_IF_INSTALLED, _imported_forkable
+assert _imported_forkable(PRELOAD["judge"], PRELOAD_IF_INSTALLED["judge"], checks=True)  # as the judge's server starts
+print("computed", budget_forcing_backoff.cache_info().currsize, "threads", torch.get_num_threads())
+pid = os.fork()
+if pid == 0:  # a forked judge: its own products on two threads
+    a = torch.randn(1024, 1024)
+    (a @ a).sum()
+    torch.relu(torch.randn(4_000_000)).sum()
+    os._exit(0)
+print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_a_judge_server_computes_what_every_grading_shares_and_its_children_still_compute() -> None:
+    """The judge's server computes ex4's budget once, before it forks (grader/judge/ahead.py), on one
+    thread: had it run OpenMP on two, its forked judges' next parallel product would wait forever for
+    threads they do not have (measured: it hung)."""
+    proc = subprocess.run([sys.executable, "-c", AHEAD_THEN_FORK], capture_output=True, text=True, timeout=90,
+                          check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.split() == ["computed", "1", "threads", "2", "child", "0"], proc.stderr[-2000:]

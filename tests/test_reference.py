@@ -120,3 +120,13 @@ def test_an_out_of_memory_error_caught_frees_the_ops_inputs_at_once(watched: str
             assert meter.live_bytes() == 0
     finally:
         gc.enable()
+
+
+def test_the_ex4_budget_is_the_same_for_every_draw() -> None:
+    """The budget that makes ex4's back-off halve twice is computed once for a class
+    (grader/judge/ahead.py): the reference step's peak follows the problem's shapes, never its drawn
+    values."""
+    from grader.checks.ex4_oom.workload import BATCH, peak_bytes
+
+    for micro in (BATCH // 2, (BATCH + 3) // 4):
+        assert len({peak_bytes(micro, seed) for seed in (14, *(Draw(s).ex4_seed for s in (1, 2, 3)))}) == 1

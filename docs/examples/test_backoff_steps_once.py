@@ -46,7 +46,7 @@ MESSAGES = {
 
 
 def test_backoff_steps_once(ex4: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
-    budget = budget_forcing_backoff(draw.ex4_seed)  # the full batch runs out of memory: the step must back off
+    budget = budget_forcing_backoff()  # the full batch runs out of memory: the step must back off
     for dev in devices("cpu", "cuda"):
         with dev:
             model, inputs, targets, optimizer = dev.build("ex4.problem", draw.ex4_seed)

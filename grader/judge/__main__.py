@@ -16,6 +16,7 @@ import importlib
 import os
 import sys
 import time
+from types import ModuleType
 
 import pytest
 
@@ -33,15 +34,18 @@ HELLO_TIMEOUT_S = 300.0  # the learner process imports torch first (minutes on a
 PYTEST_COULD_NOT_RUN = (2, 3, 4, 5)
 
 
-def import_checks() -> None:
+def import_checks() -> list[ModuleType]:
     """Import every module of the checks (their conftest, each exercise's helpers, each check) under
     the names pytest gives them (its default import mode: the dotted path under the package), for a
     judge server to fork from: a forked judge's pytest then finds each in sys.modules instead of
     reading and compiling some 40 files (0.1-0.2 CPU-s a learner where no .pyc is written). Each
-    child still gets them fresh: what a grading changes in a module stays in its own process."""
+    child still gets them fresh: what a grading changes in a module stays in its own process. Returns
+    the modules (for grader/judge/ahead.py ``compute_ahead``)."""
+    modules = []
     for path in sorted(CHECKS_DIR.rglob("*.py")):
         parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
-        importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+        modules.append(importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts)))
+    return modules
 
 
 def device_found(hello: Hello) -> DeviceFound:

@@ -10,6 +10,7 @@ CPU. The course's own problems and reference computations are in grader/referenc
 
 from __future__ import annotations
 
+from grader.judge.ahead import same_for_every_grading
 from grader.judge.devices import Device, RemoteWorld, real_accelerator_type, runs_amp
 from grader.judge.outcomes import LearnerRaised, NotAttempted, Tampered, fail
 from grader.judge.proxy import Built, LearnerModule
@@ -22,5 +23,6 @@ __all__ = [
     "Built", "Device", "DeviceKind", "DeviceMode", "Event", "Hello", "LearnerModule", "LearnerRaised", "MiB",
     "NotAttempted", "RemoteWorld", "Smaller", "Tampered", "allclose", "array_equal", "clone", "cut", "device_of",
     "fail", "is_number",
-    "ndarray_type", "real_accelerator_type", "runs_amp", "same_values", "tensor_type", "type_name",
+    "ndarray_type", "real_accelerator_type", "runs_amp", "same_for_every_grading", "same_values", "tensor_type",
+    "type_name",
 ]

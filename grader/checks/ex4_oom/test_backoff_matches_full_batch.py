@@ -30,7 +30,7 @@ MESSAGES = {
 
 def test_backoff_matches_full_batch(ex4: LearnerModule, devices: Callable[..., list[Device]],
                                     draw: Draw) -> None:
-    budget = budget_forcing_backoff(draw.ex4_seed)
+    budget = budget_forcing_backoff()
     for dev in devices("cpu", "cuda"):
         with dev:
             loss, micro, state = step(ex4, dev, budget, draw.ex4_seed)
