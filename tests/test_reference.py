@@ -127,6 +127,7 @@ def test_the_ex4_budget_is_the_same_for_every_draw() -> None:
     (grader/judge/ahead.py): the reference step's peak follows the problem's shapes, never its drawn
     values."""
     from grader.checks.ex4_oom.workload import BATCH, peak_bytes
+    from grader.reference.problems import EX4_SEED
 
     for micro in (BATCH // 2, (BATCH + 3) // 4):
-        assert len({peak_bytes(micro, seed) for seed in (14, *(Draw(s).ex4_seed for s in (1, 2, 3)))}) == 1
+        assert len({peak_bytes(micro, seed) for seed in (EX4_SEED, *(Draw(s).ex4_seed for s in (1, 2, 3)))}) == 1

@@ -22,13 +22,13 @@ Record = Callable[..., None]  # record(kind, device="", dtype="")
 
 
 class Observer(TorchDispatchMode):
-    def __init__(self, record: Record, events: list[Event], meter: MemoryMeter | None = None) -> None:
+    def __init__(self, record: Record, events: list[Event], meters: list[MemoryMeter]) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.record = record
         self.events = events  # the session's, to which ``record`` appends
-        # Who counts the live tensors here rather than as a dispatch mode of their own
-        # (grader/reference/meter.py ``counted``): a CPU session's meter, then a call's.
-        self.meters: list[MemoryMeter] = [] if meter is None else [meter]
+        # The session's meters, counted here rather than each as a dispatch mode of its own
+        # (grader/reference/meter.py ``counted``): a CPU session's own, then a call's.
+        self.meters = meters
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:

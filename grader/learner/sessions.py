@@ -91,7 +91,7 @@ class Watched:
         self.code = code  # the learner's modules: a wrapped clock is also rebound where they hold it
         self.events: list[Event] = []
         self.budget = budget_bytes
-        self.meters: list[MemoryMeter] = []  # who counts at this session's dispatch mode (its Observer's)
+        self.meters: list[MemoryMeter] = []  # who its Observer counts for: a CPU session's meter, a call's
         self._stack = contextlib.ExitStack()
 
     def live_bytes(self) -> int:
@@ -136,12 +136,9 @@ class Watched:
             self._stack.callback(setattr, func, attr, getattr(func, attr))
             setattr(func, attr, value)
         self._stack.enter_context(patched(replacements, self.code))
-        observer = self._stack.enter_context(self._observer())
-        self.meters = observer.meters
+        self._stack.enter_context(Observer(self.record, self.events, self.meters))
         return self
 
-    def _observer(self) -> Observer:
-        return Observer(self.record, self.events)
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
@@ -156,6 +153,7 @@ class CpuSession(Watched):
     def __init__(self, budget_bytes: int | None = None, code: LearnerCode = NO_LEARNER_CODE) -> None:
         super().__init__("cpu", budget_bytes, code)
         self.meter = MemoryMeter(budget_bytes, "cpu (grader's budget)")
+        self.meters.append(self.meter)  # its observer counts the live tensors too
 
     def live_bytes(self) -> int:
         return self.meter.live_bytes()
@@ -165,9 +163,6 @@ class CpuSession(Watched):
 
     def _patches(self) -> dict[Target, object]:
         return {**self._clock_patches(), (torch.cpu, "synchronize"): self._wrap("sync")}
-
-    def _observer(self) -> Observer:
-        return Observer(self.record, self.events, self.meter)  # which counts the live tensors too
 
 
 class RealSession(Watched):
