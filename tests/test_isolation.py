@@ -287,6 +287,41 @@ def test_device_nodes_bound_for_the_gpu_are_there_inside(monkeypatch: pytest.Mon
     assert os.path.basename(host) in proc.stdout.split()
 
 
+# At its top level, each learner process looks for a System V segment another left behind, then
+# leaves one of its own with its name: a channel between learner processes that outlives them both.
+IPC_DROP = r'''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+KEY = 0x14141414
+found = libc.shmget(KEY, 0, 0)
+print("[found]", ctypes.string_at(libc.shmat(found, None, 0)).decode() if found >= 0 else "-")
+made = libc.shmget(KEY, 4096, 0o1666)  # IPC_CREAT | 0666
+if made >= 0:
+    ctypes.memmove(libc.shmat(made, None, 0), b"left-by-{name}\0", len("left-by-{name}") + 1)
+
+def pick_device():
+    return "cpu"
+'''
+
+
+def test_learner_processes_forked_from_one_server_share_no_ipc(tmp_path: Path,
+                                                               grade_forked: Callable[..., Graded]) -> None:
+    """Two gradings one after the other, each learner process forked from the same warm server of
+    this test process (its sandbox has one IPC namespace): what the first left in System V shared
+    memory, the second does not find (each forked learner process gets IPC and network namespaces of
+    its own, grader/spawn/confine.py ``enter_run``; an exec'd one has its own sandbox's)."""
+    seen = []
+    for name in ("first", "second"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "ex1_device.py").write_text(IPC_DROP.format(name=name), encoding="utf-8")
+        graded = grade_forked(folder)
+        assert graded.report is not None, graded.stderr
+        seen.append(graded.report["output"])
+    assert all("[found] -" in output for output in seen), seen
+
+
 MARKLESS = r'''
 import os, subprocess, sys, time
 

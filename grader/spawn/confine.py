@@ -51,7 +51,7 @@ def apply_limits(limits: Limits | None, *, judge: bool = False) -> None:
 
 
 # -- in a forked learner process, inside the server's sandbox (grader/spawn/forkserver.py) --------------
-_CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
+_CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWIPC, _CLONE_NEWNET = 0x00020000, 0x20000000, 0x08000000, 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
 _PR_SET_NO_NEW_PRIVS, _PR_SET_PDEATHSIG = 38, 1
 
@@ -71,12 +71,15 @@ def _exit_like(status: int) -> None:
 
 
 def enter_run(work_mb: int) -> None:
-    """Go on in a fresh pid and mount namespace, with a new /proc and a new empty tmpfs work dir,
-    as its second process: its first, an init that stays root (not signalable by the learner
+    """Go on in a fresh pid, mount, IPC and network namespace, with a new /proc and a new empty tmpfs
+    work dir, as its second process: its first, an init that stays root (not signalable by the learner
     process), waits for it and ends with it — and with the init the kernel ends the rest. The
     process that called this waits too, and exits as the init did (128 + a signal)."""
     libc = _libc()
-    _check(libc.unshare(_CLONE_NEWPID | _CLONE_NEWNS), "unshare")
+    # IPC and network too: a server's sandbox has one of each, which its children would otherwise
+    # share — a System V segment a learner process made outlives it, and the next learner forked
+    # from the same server attached to it (tests/test_isolation.py).
+    _check(libc.unshare(_CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET), "unshare")
     init = os.fork()
     if init:
         _exit_like(os.waitpid(init, 0)[1])
