@@ -85,7 +85,7 @@ class ForkLaunchers:
     ``Launchers``): one pooled ``ForkLauncher`` per isolation, what ``grader batch`` grades with, left
     running when a command ends. For tests about what a grading or a batch says rather than how its
     processes start (tests/test_launch.py shows forked and exec'd ones grade alike), each grading then
-    costs its checks, not two Pythons importing torch, and each batch not four servers' start. Every
+    costs its checks, not two Pythons importing torch, and each batch not two servers' start. Every
     process gets this test process's part of the cores (``SHARE``), a batch's ``--workers`` share too
     (tests/test_batch.py's workers test runs the command line); ``--no-fork-server`` still execs."""
 

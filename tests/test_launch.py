@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +53,35 @@ def test_forked_and_execd_processes_grade_alike(tmp_path: Path) -> None:
     assert [(c.id, c.status) for ex in by_fork.exercises for c in ex.checks] == [
         (c.id, c.status) for ex in by_exec.exercises for c in ex.checks]
     assert by_fork.score == by_exec.score == 40.0
+
+
+def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_own_end() -> None:
+    """A batch's workers share one server a role (grader/spawn/forkserver.py ``serve``): two learner
+    processes forked from it live at once; each learns its own exit (by pid), whichever ends first."""
+    with launch.ForkLauncher() as launcher:
+        children, peers = [], []
+        for _ in range(2):
+            ours, theirs = socket.socketpair()
+            with theirs:
+                children.append(launcher.start(launch.Spawn("learner", {}, "/", (theirs.fileno(),))))
+            peers.append(ours)
+        first, second = children
+        assert len(launcher._servers) == 1 and first.pid != second.pid  # noqa: SLF001 - the pool itself is the subject
+        for peer in peers:  # each says hello, then waits for its run's start
+            assert peer.recv(1)
+        os.kill(second.pid, signal.SIGKILL)  # the later one ends first
+        while launch._running(second.pid):  # noqa: SLF001 - until the server has reaped it
+            time.sleep(0.05)
+        assert first.poll() is None  # its neighbour's end is not its own
+        peers[0].close()  # no run comes: it ends by itself
+        while launch._running(first.pid):  # noqa: SLF001
+            time.sleep(0.05)
+        assert second.wait(timeout=30) == -signal.SIGKILL  # both ended before either asked
+        assert first.wait(timeout=30) not in (None, -signal.SIGKILL)
+        peers[1].close()
+        for child in children:
+            child.stdin.close()
+            child.stdout.close()
 
 
 def test_no_process_module_keeps_a_switch_or_imports_another_in_a_cycle() -> None:

@@ -226,7 +226,7 @@ class Batch:
         counts = {"graded": 0, "failed": 0}
         bar = tqdm(total=len(learners), initial=current, unit="learner", desc="grading", file=sys.stderr,
                    disable=not self.progress, dynamic_ncols=True)
-        # Each worker forks its processes from servers that imported torch once, for the batch's lifetime.
+        # The workers fork their processes from servers that imported torch once, for the batch's lifetime.
         with self.launchers.batch(self.fork, machine_share(self.workers, os.environ), self.isolation) as launcher:
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="grade")
             try:

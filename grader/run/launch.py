@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Protocol
 
@@ -171,51 +171,41 @@ class ServerGone(Exception):
 class ForkedChild:
     """A child forked by a server, as the sandbox sees a Popen."""
 
-    def __init__(self, server: ForkServer, pid: int, stdin: int, stdout: int,
-                 on_exit: Callable[[ForkServer], None]) -> None:
+    def __init__(self, server: ForkServer, pid: int, stdin: int, stdout: int) -> None:
         self._server = server
-        self._on_exit = on_exit
         self.pid = pid
         self.host_pid = not server.isolated  # an isolated server's pids are of its own namespace
         self.returncode: int | None = None
-        self._server_alive = True
         self.stdin: IO[bytes] = os.fdopen(stdin, "wb")
         self.stdout: IO[bytes] = os.fdopen(stdout, "rb", buffering=0)
         self.fds: tuple[int, ...] = ()
 
     def poll(self) -> int | None:
-        if self.returncode is None and self._server_alive and select.select([self._server.sock], [], [], 0)[0]:
-            self._read_exit()
-        if self.returncode is None and not self._server_alive and (not self.host_pid or not _running(self.pid)):
-            self.returncode = -signal.SIGKILL  # exit status unknown: what the grader does to it anyway
-        return self.returncode
+        return self._settle(0.0)
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout or 0.0)
-            if self._server_alive:
-                select.select([self._server.sock], [], [], left)
-            else:
-                time.sleep(0.05 if left is None else min(0.05, left))
-        assert self.returncode is not None
-        return self.returncode
+        code = self._settle(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout or 0.0)
+        return code
 
-    def _read_exit(self) -> None:
-        message = self._server.receive()
-        if message is None:
+    def _settle(self, timeout: float | None) -> int | None:
+        """The exit status, once known within ``timeout`` (None: however long it takes)."""
+        if self.returncode is not None:
+            return self.returncode
+        code = self._server.exit_of(self.pid, timeout)
+        if code is not None:
+            self.returncode = iso.exit_status(code) if self._server.isolated else code
+        elif self._server.gone:
             # The server died. The child, orphaned, goes on; its end shows in /proc, and the
             # sandbox kills what is left as usual.
-            self._server_alive = False
-        else:
-            if not isinstance(message, ForkExited):
-                self._server_alive = False
-                return
-            code = message.code
-            self.returncode = iso.exit_status(code) if self._server.isolated else code
-            self._on_exit(self._server)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self.host_pid and _running(self.pid):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.05)
+            self.returncode = -signal.SIGKILL  # exit status unknown: what the grader does to it anyway
+        return self.returncode
 
 
 def _running(pid: int) -> bool:
@@ -227,8 +217,10 @@ def _running(pid: int) -> bool:
 
 
 class ForkServer:
-    """The grader's end of one server (``python -m grader.spawn.forkserver ROLE FD``). An isolated
-    learner server runs inside a bubblewrap sandbox of its own (grader/run/isolation.py)."""
+    """The grader's end of one server (``python -m grader.spawn.forkserver ROLE FD``), which forks
+    the children of many runs at once: a thread reads what it says (``ForkStarted``, each
+    ``ForkExited`` by pid) for whichever run waits. An isolated learner server runs inside a
+    bubblewrap sandbox of its own (grader/run/isolation.py)."""
 
     def __init__(self, role: Role, env: Mapping[str, str], isolation: Isolation = iso.NONE,
                  work_mb: int = 256) -> None:
@@ -238,6 +230,11 @@ class ForkServer:
         self.env = dict(env)
         self.isolated = role == "learner" and isolation.forks
         self.work_mb = work_mb
+        self.gone = False  # the server died, or said what is not one of its messages
+        self._changed = threading.Condition()
+        self._started: list[int] = []  # the pid of the one request in flight, once forked
+        self._exits: dict[int, int] = {}
+        self._requesting = threading.Lock()  # one request at a time: its reply is the next ForkStarted
         server_env = dict(env)
         if role == "learner" and isolation.mode == "none" and not isolation.cgroups:
             # The run token is written into each child's environment block in place (grader/spawn/forkserver.py);
@@ -257,6 +254,8 @@ class ForkServer:
         if not select.select([self.sock], [], [], READY_TIMEOUT_S)[0] or self.receive() != ServerReady(ok=True):
             self.close()
             raise ServerGone(f"the {role} fork server did not start")
+        self._reader = threading.Thread(target=self._read, name=f"{role} fork server", daemon=True)
+        self._reader.start()
 
     def receive(self) -> ServerMessage | None:
         """The server's next message; None when it is gone (or said what is not one: as good as gone)."""
@@ -272,35 +271,65 @@ class ForkServer:
             return None
         return message
 
-    def alive(self) -> bool:
-        return self.process.poll() is None
+    def _read(self) -> None:
+        """The reader thread: each message to whoever waits for it, until the server is gone."""
+        while True:
+            message = self.receive()
+            with self._changed:
+                if isinstance(message, ForkStarted):
+                    self._started.append(message.pid)
+                elif isinstance(message, ForkExited):
+                    self._exits[message.pid] = message.code
+                else:
+                    self.gone = True
+                self._changed.notify_all()
+            if self.gone:
+                return
 
-    def start(self, spawn: Spawn, on_exit: Callable[[ForkServer], None]) -> ForkedChild:
-        """Fork a child for ``spawn``; ``on_exit(self)`` once its exit is read (the server is idle)."""
+    def exit_of(self, pid: int, timeout: float | None) -> int | None:
+        """Child ``pid``'s exit code once the server said it ended (within ``timeout``); None if not yet
+        or the server is gone."""
+        with self._changed:
+            self._changed.wait_for(lambda: pid in self._exits or self.gone, timeout)
+            return self._exits.pop(pid, None)
+
+    def alive(self) -> bool:
+        return not self.gone and self.process.poll() is None
+
+    def start(self, spawn: Spawn) -> ForkedChild:
+        """Fork a child for ``spawn`` (while the children of other runs go on)."""
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
+        pid: int | None = None
         try:
             env = iso.learner_env(spawn.env) if self.isolated else dict(spawn.env)
             request = encode(ForkRequest(env, spawn.cwd, spawn.device, spawn.limits, len(spawn.cgroup_fds),
                                          spawn.gpu_share, spawn.import_ahead))
-            socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *spawn.cgroup_fds])
-            reply = self.receive() if select.select([self.sock], [], [], 30.0)[0] else None
+            with self._requesting:
+                socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *spawn.cgroup_fds])
+                with self._changed:
+                    # The first training run's request waits for the server to import ahead (seconds).
+                    if self._changed.wait_for(lambda: bool(self._started) or self.gone, READY_TIMEOUT_S) \
+                            and self._started:
+                        pid = self._started.pop()
         except OSError:
-            reply = None
+            pid = None
         finally:
             os.close(stdin_r)
             os.close(stdout_w)
-        if not isinstance(reply, ForkStarted):
+        if pid is None:
             os.close(stdin_w)
             os.close(stdout_r)
             self.close()
             raise ServerGone(f"the {self.role} fork server died")
-        child = ForkedChild(self, reply.pid, stdin_w, stdout_r, on_exit)
+        child = ForkedChild(self, pid, stdin_w, stdout_r)
         child.fds = tuple(range(FIRST_FD, FIRST_FD + len(spawn.fds)))
         return child
 
     def close(self) -> None:
-        self.sock.close()  # the server ends at end-of-file
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # the server ends at end-of-file; the reader thread too
+        self.sock.close()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -309,17 +338,16 @@ class ForkServer:
 
 
 class ForkLauncher:
-    """A pool of servers, each of one role: a start forks from an idle server of its role (one
-    started now when none is idle), which is busy until its child has exited and the grader has read
-    so; a batch of N workers holds at most N of each role, and a program that runs batch after batch
-    (the test suite) reuses them. All are stopped when the launcher closes. A role whose server
-    could not start is not tried again: its processes are exec'd."""
+    """One server of each role (and environment) for all the launcher's starts, forking the children
+    of as many runs at once as the caller runs (a batch's workers): a batch of N workers pays one
+    server's start a role, not N, and a program that runs batch after batch (the test suite)
+    reuses them. All are stopped when the launcher closes. A role whose server could not start is
+    not tried again: its processes are exec'd; a server that died is replaced at the next start."""
 
     def __init__(self, share: Share = WHOLE, isolation: Isolation = iso.NONE) -> None:
         self.share = share
         self.isolation = isolation
-        self._idle: list[ForkServer] = []
-        self._servers: list[ForkServer] = []
+        self._servers: dict[tuple[Role, tuple[tuple[str, str], ...], int], ForkServer] = {}
         self._failed: set[Role] = set()
         self._lock = threading.Lock()
         self.usable = sys.platform == "linux"
@@ -335,26 +363,21 @@ class ForkLauncher:
             return None
         if role == "learner" and self.isolation.mode == "bwrap" and not self.isolation.forks:
             return None  # isolated, but this machine cannot fork isolated processes: each is exec'd
-        with self._lock:
-            for server in list(self._idle):
-                if server.role == role and server.env == dict(env) and server.work_mb == work_mb:
-                    self._idle.remove(server)
-                    if server.alive():
-                        return server
-                    server.close()
-        try:
-            server = ForkServer(role, env, self.isolation, work_mb)
-        except (ServerGone, OSError):
-            self._failed.add(role)
-            return None
-        with self._lock:
-            self._servers.append(server)
-        return server
-
-    def _release(self, server: ForkServer) -> None:
-        with self._lock:
-            if server in self._servers:  # not closed meanwhile
-                self._idle.append(server)
+        key = (role, tuple(sorted(env.items())), work_mb)
+        with self._lock:  # held while a server starts: the other workers wait for it, not start their own
+            server = self._servers.get(key)
+            if server is not None and server.alive():
+                return server
+            if server is not None:
+                del self._servers[key]
+                server.close()
+            try:
+                server = ForkServer(role, env, self.isolation, work_mb)
+            except (ServerGone, OSError):
+                self._failed.add(role)
+                return None
+            self._servers[key] = server
+            return server
 
     def start(self, spawn: Spawn) -> Child:
         spawn = _shared(spawn, self.share)
@@ -362,14 +385,14 @@ class ForkLauncher:
         server = self._acquire(spawn.role, server_env, spawn.limits.file_size_mb if spawn.limits else 256)
         if server is not None:
             try:
-                return server.start(spawn, on_exit=self._release)
+                return server.start(spawn)
             except ServerGone:
                 pass
         return Exec(spawn, self.isolation)
 
     def close(self) -> None:
         with self._lock:
-            servers, self._servers, self._idle = self._servers, [], []
+            servers, self._servers = list(self._servers.values()), {}
         for server in servers:
             with contextlib.suppress(OSError):
                 server.close()

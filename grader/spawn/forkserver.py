@@ -23,6 +23,7 @@ import gc
 import importlib
 import importlib.util
 import os
+import select
 import signal
 import socket
 import sys
@@ -66,10 +67,14 @@ def _isolate(work_mb: int, cgroup_fds: tuple[int, ...]) -> None:
 
 
 def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: list[int],  # noqa: PLR0917
-                  isolated: bool, work_mb: int) -> None:
+                  isolated: bool, work_mb: int, wakeup: tuple[int, int]) -> None:
     code = 1
     try:
         sock.close()
+        signal.set_wakeup_fd(-1)  # the server's, which a learner process must neither keep nor write
+        for fd in wakeup:
+            os.close(fd)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         count = request.cgroups  # the run's cgroups' fds come last
         cgroup_fds = tuple(fds[len(fds) - count:])
@@ -140,7 +145,9 @@ def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (
 
 
 def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> None:
-    """Import PRELOAD[role], then fork a child for each request. The learner's server imports
+    """Import PRELOAD[role], then fork a child for each request, as many at once as are asked for
+    (a batch's workers share one server of each role): ``ForkStarted`` once forked, ``ForkExited``
+    with its pid once it ended. The learner's server imports
     IMPORTED_AHEAD (grader/wire/messages.py: what the first Optimizer.step() of the learner's code
     imports, 2.5-3.5 CPU-s) before its first child whose run trains (ForkRequest.import_ahead: course.yaml
     ``trains``), and so every later child has it. A class whose runs never train (a batch of ex1-ex3,
@@ -151,9 +158,24 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
     if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge"):
         sock.send(encode(ServerReady(ok=False)))
         return
+    # A child's end wakes the loop through a pipe (no thread: a server that forks must have one only).
+    wakeup = os.pipe()
+    for end in wakeup:
+        os.set_blocking(end, False)
+    signal.set_wakeup_fd(wakeup[1], warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     sock.send(encode(ServerReady(ok=True)))
     trains = False  # IMPORTED_AHEAD imported
+    children: set[int] = set()
     while True:
+        ready = select.select([sock.fileno(), wakeup[0]], [], [])[0]
+        if wakeup[0] in ready:
+            with contextlib.suppress(OSError):
+                while os.read(wakeup[0], 512):
+                    pass
+            _report_exits(sock, children)
+        if sock.fileno() not in ready:
+            continue
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
         except OSError:
@@ -167,13 +189,26 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
             trains = True
         pid = os.fork()
         if pid == 0:
-            _become_child(role, sock, request, fds, isolated, work_mb)
+            _become_child(role, sock, request, fds, isolated, work_mb, wakeup)
+        children.add(pid)
         for received in fds:
             os.close(received)
         sock.send(encode(ForkStarted(pid)))
-        _, status = os.waitpid(pid, 0)
-        with contextlib.suppress(OSError):
-            sock.send(encode(ForkExited(os.waitstatus_to_exitcode(status))))
+
+
+def _report_exits(sock: socket.socket, children: set[int]) -> None:
+    """``ForkExited`` for each child that has ended, reaped."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid in children:
+            children.discard(pid)
+            with contextlib.suppress(OSError):
+                sock.send(encode(ForkExited(pid, os.waitstatus_to_exitcode(status))))
 
 
 if __name__ == "__main__":

@@ -394,6 +394,7 @@ class ForkStarted:
 
 @dataclass(frozen=True)
 class ForkExited:
+    pid: int  # as ForkStarted gave it: a server forks the children of many runs at once
     code: int  # as os.waitstatus_to_exitcode gives it
 
 
