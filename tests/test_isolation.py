@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -30,7 +31,7 @@ import yaml
 
 from grader.course import load_course
 from grader.grading import grade
-from grader.run import isolation
+from grader.run import isolation, seccomp
 from grader.run.isolation import probe
 from grader.run.launch import grading_launcher
 from tests.conftest import ROOT, STUBS, Graded, course_with, run_cli, solution_text, survivors
@@ -287,10 +288,11 @@ def test_device_nodes_bound_for_the_gpu_are_there_inside(monkeypatch: pytest.Mon
     assert os.path.basename(host) in proc.stdout.split()
 
 
-# At its top level, each learner process looks for a System V segment another left behind, then
-# leaves one of its own with its name: a channel between learner processes that outlives them both.
-IPC_DROP = r'''
-import ctypes
+# At its top level, each learner process looks for what another left behind — a System V segment, a
+# key in nobody's user keyring or persistent keyring (which outlives every process for days) — then
+# leaves its own: channels between learner processes that outlive them.
+LEFT_BEHIND = r'''
+import ctypes, platform
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
 KEY = 0x14141414
@@ -300,27 +302,36 @@ made = libc.shmget(KEY, 4096, 0o1666)  # IPC_CREAT | 0666
 if made >= 0:
     ctypes.memmove(libc.shmat(made, None, 0), b"left-by-{name}\0", len("left-by-{name}") + 1)
 
+ADD_KEY, KEYCTL = {{"x86_64": (248, 250), "aarch64": (217, 219)}}[platform.machine()]
+USER, SEARCH, READ, PERSISTENT = -4, 10, 11, 22
+rings = [USER, libc.syscall(KEYCTL, PERSISTENT, -1, USER)]
+for ring in rings:
+    key = libc.syscall(KEYCTL, SEARCH, ring, b"user", b"grader-test-left", 0) if ring != -1 else -1
+    buffer = ctypes.create_string_buffer(64)
+    print("[key]", buffer.raw[:libc.syscall(KEYCTL, READ, key, buffer, 64)].decode() if key >= 0 else "-")
+    libc.syscall(ADD_KEY, b"user", b"grader-test-left", b"left-by-{name}", len("left-by-{name}"), ring)
+
 def pick_device():
     return "cpu"
 '''
 
 
-def test_learner_processes_forked_from_one_server_share_no_ipc(tmp_path: Path,
-                                                               grade_forked: Callable[..., Graded]) -> None:
-    """Two gradings one after the other, each learner process forked from the same warm server of
-    this test process (its sandbox has one IPC namespace): what the first left in System V shared
-    memory, the second does not find (each forked learner process gets IPC and network namespaces of
-    its own, grader/spawn/confine.py ``enter_run``; an exec'd one has its own sandbox's)."""
+def test_nothing_a_learner_process_leaves_in_the_kernel_reaches_the_next(
+        tmp_path: Path, grade: Callable[..., Graded], grade_forked: Callable[..., Graded]) -> None:
+    """Three gradings one after the other: forked from this test process's warm server (its sandbox
+    has one IPC namespace), exec'd (``grader grade``'s own sandbox), forked again. What one left in
+    System V shared memory or in nobody's keyrings, the next does not find: each forked learner
+    process gets IPC and network namespaces of its own (grader/spawn/confine.py ``enter_run``), and
+    every sandbox refuses the keyrings, which no namespace separates (grader/run/seccomp.py)."""
     seen = []
-    for name in ("first", "second"):
+    for name, grading in (("first", grade_forked), ("second", grade), ("third", grade_forked)):
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "ex1_device.py").write_text(IPC_DROP.format(name=name), encoding="utf-8")
-        graded = grade_forked(folder)
+        (folder / "ex1_device.py").write_text(LEFT_BEHIND.format(name=name), encoding="utf-8")
+        graded = grading(folder)
         assert graded.report is not None, graded.stderr
         seen.append(graded.report["output"])
-    assert all("[found] -" in output for output in seen), seen
-
+    assert all(output.count("[found] -") == 1 and output.count("[key] -") == 2 for output in seen), seen
 
 MARKLESS = r'''
 import os, subprocess, sys, time
@@ -374,3 +385,34 @@ def test_a_sandbox_without_cgroups_finds_its_processes_without_marking_the_learn
     assert "more than 16 processes and threads" in crowd.message
     time.sleep(0.5)
     assert survivors(marker) == []  # the daemon, the process in a session of its own, the crowd
+
+
+def _run_filter(program: bytes, arch: int, number: int) -> int:
+    """What the kernel's BPF interpreter returns for a call (only the instructions the filter uses)."""
+    ops = [struct.unpack("=HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
+    data = {0: number, 4: arch}
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = ops[pc]
+        if code == 0x20:  # ld [k]
+            acc = data[k]
+        elif code in (0x15, 0x35):  # jeq / jge k
+            pc += jt if (acc == k if code == 0x15 else acc >= k) else jf
+        elif code == 0x06:  # ret k
+            return k
+        pc += 1
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_refuses_the_keyrings_and_nothing_else(machine: str) -> None:
+    """Each architecture's filter (grader/run/seccomp.py), run as the kernel runs it: the keyring calls
+    and any call of another ABI get EPERM, every other call goes through (aarch64's cannot run here)."""
+    program = seccomp.filter_program(machine)
+    assert program is not None
+    audit_arch, refused = seccomp._ARCHES[machine]  # noqa: SLF001 - the table the filter is built from
+    allow, eperm = 0x7FFF0000, 0x00050000 | 1
+    assert [_run_filter(program, audit_arch, n) for n in refused] == [eperm] * 3
+    assert {_run_filter(program, audit_arch, n) for n in range(450) if n not in refused} == {allow}
+    assert _run_filter(program, 0x40000003, 0) == eperm  # i386's ABI on an x86-64 kernel
+    assert _run_filter(program, audit_arch, 0x40000000 + refused[0]) == eperm  # x32's numbers
+    assert seccomp.filter_program("riscv64") is None

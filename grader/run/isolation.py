@@ -17,10 +17,11 @@ Gradescope), the learner process runs:
   the ones past ``max_processes``.
 
 A single grading execs ``bwrap … setpriv … python -m grader.learner`` (``sandboxed``, grader/run/launch.py). A batch
-keeps one learner server per worker inside one bubblewrap sandbox and forks each run's process
-from it; the forked process enters a fresh pid and mount namespace of its own (``enter_run``: a
-new /proc, a new tmpfs work dir), joins its run's cgroup and drops to nobody before any learner
-code exists in it. Fork first, then enter the namespaces: a bwrap per learner would cost a fresh
+keeps one learner server, shared by its workers, inside one bubblewrap sandbox and forks each run's
+process from it; the forked process enters a fresh pid, mount, IPC and network namespace of its own
+(``enter_run``: a new /proc, a new tmpfs work dir), joins its run's cgroup and drops to nobody before
+any learner code exists in it. Every sandbox refuses the kernel's keyrings, which no namespace
+separates (grader/run/seccomp.py). Fork first, then enter the namespaces: a bwrap per learner would cost a fresh
 Python (1.5 s of imports) per learner; this costs a fork (benchmarks/bench_batch.py).
 
 Where bubblewrap or namespaces are missing (a laptop, macOS, Colab's self-check), grading still
@@ -42,6 +43,7 @@ from pathlib import Path
 from grader.layout import LEARNER_VIEW
 from grader.paths import PROJECT_ROOT, package_file
 from grader.run.cgroups import hierarchy, memory_hierarchy
+from grader.run.seccomp import filter_program
 from grader.score.results import IsolationMode
 from grader.spawn.confine import HOME, NOBODY
 from grader.wire.messages import MiB
@@ -281,20 +283,35 @@ def sandboxed(isolation: Isolation, argv: list[str], env: Mapping[str, str], wor
     which anyone in the sandbox can read in /proc/1/cmdline, names no path outside the sandbox;
     the command itself stays on the command line (bubblewrap wants it there)."""
     as_root = isolation.as_root or server
-    options = [*namespace_args(as_root), *view_args(work_mb), *env_args(env)]
-    drop = drop_args() if isolation.as_root and not server else []
-    data = b"".join(option.encode() + b"\0" for option in options)
-    if len(data) > PIPE_BUFFER:
-        raise OSError(f"bubblewrap's options ({len(data)} bytes) do not fit a pipe")
+    program = filter_program()  # the keyrings refused (grader/run/seccomp.py); a server's children inherit it
+    fds: list[int] = []
+    try:
+        if program is not None:
+            fds.append(_pipe_holding(program))
+        options = [*namespace_args(as_root), *view_args(work_mb), *env_args(env),
+                   *(["--seccomp", str(fds[0])] if program is not None else [])]
+        drop = drop_args() if isolation.as_root and not server else []
+        data = b"".join(option.encode() + b"\0" for option in options)
+        if len(data) > PIPE_BUFFER:
+            raise OSError(f"bubblewrap's options ({len(data)} bytes) do not fit a pipe")
+        fds.append(_pipe_holding(data))
+        yield [isolation.bwrap, "--args", str(fds[-1]), "--", *drop, *argv], tuple(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _pipe_holding(data: bytes) -> int:
+    """The read end of a pipe that holds ``data`` (written at once: it fits the pipe) and then ends."""
     read, write = os.pipe()
     try:
         os.write(write, data)
+    except BaseException:
+        os.close(read)
+        raise
     finally:
         os.close(write)
-    try:
-        yield [isolation.bwrap, "--args", str(read), "--", *drop, *argv], (read,)
-    finally:
-        os.close(read)
+    return read
 
 
 def exit_status(code: int | None) -> int | None:
