@@ -84,6 +84,31 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
             child.stdout.close()
 
 
+def test_a_run_gets_the_judges_server_starting_before_it_waits_for_the_learners(tmp_path: Path) -> None:
+    """A run asks its launcher to prepare the judge's process before it starts the learner's
+    (grader/run/sandbox.py ``spawn``): a fork server's imports (seconds) then run beside the learner
+    server's start and its import ahead, and the judge forked later comes from that same server."""
+    calls: list[tuple[str, str, bool]] = []
+
+    class Recording(launch.ForkLauncher):
+        def prepare(self, spawn: launch.Spawn) -> None:
+            super().prepare(spawn)
+            calls.append(("prepare", spawn.role, any(k[0] == spawn.role for k in self._servers)))
+
+        def start(self, spawn: launch.Spawn) -> launch.Child:
+            calls.append(("start", spawn.role, any(k[0] == spawn.role for k in self._servers)))
+            return super().start(spawn)
+
+    submission = copy_solutions(tmp_path, "ann", only=("ex1",))
+    with Recording() as launcher:
+        report = grade(submission, load_course(), device="cpu", lang="en", exercises=["ex1"], launcher=launcher)
+        servers = list(launcher._servers.values())  # noqa: SLF001 - the pool itself is the subject
+    assert [ex.score for ex in report.exercises if ex.id == "ex1"] == [20.0]
+    # prepared (a judge server exists), then the learner's start (its server started then), then the judge's
+    assert calls == [("prepare", "judge", True), ("start", "learner", False), ("start", "judge", True)]
+    assert sorted(server.role for server in servers) == ["judge", "learner"]
+
+
 def test_no_process_module_keeps_a_switch_or_imports_another_in_a_cycle() -> None:
     """The launcher is passed in; the process modules import one way: sandbox -> launch, and the fork
     server imports neither."""

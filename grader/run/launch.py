@@ -89,6 +89,10 @@ class Child(Protocol):
 class Launcher(Protocol):
     isolation: Isolation  # how the learner processes it starts are isolated
 
+    def prepare(self, spawn: Spawn) -> None:
+        """Get ready, without waiting, to start a process like ``spawn`` soon (a fork server's
+        imports, beside the start of another role's process)."""
+
     def start(self, spawn: Spawn) -> Child: ...
 
 
@@ -159,6 +163,9 @@ class ExecLauncher:
     def __init__(self, share: Share = WHOLE, isolation: Isolation = iso.NONE) -> None:
         self.share = share
         self.isolation = isolation
+
+    def prepare(self, spawn: Spawn) -> None:
+        pass  # a fresh Python starts when it is asked for
 
     def start(self, spawn: Spawn) -> Child:
         return Exec(_shared(spawn, self.share), self.isolation)
@@ -251,11 +258,21 @@ class ForkServer:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C in the terminal is the grader's to handle
             )
-        if not select.select([self.sock], [], [], READY_TIMEOUT_S)[0] or self.receive() != ServerReady(ok=True):
-            self.close()
-            raise ServerGone(f"the {role} fork server did not start")
-        self._reader = threading.Thread(target=self._read, name=f"{role} fork server", daemon=True)
-        self._reader.start()
+        self._ready: bool | None = None  # once it said so (``ready``)
+        self._readying = threading.Lock()
+
+    def ready(self) -> bool:
+        """Whether the server started, waiting for it to say so the first time (its imports take
+        seconds: a server of another role starts meanwhile); False: it could not, and is closed."""
+        with self._readying:
+            if self._ready is None:
+                self._ready = bool(select.select([self.sock], [], [], READY_TIMEOUT_S)[0]) \
+                    and self.receive() == ServerReady(ok=True)
+                if self._ready:
+                    threading.Thread(target=self._read, name=f"{self.role} fork server", daemon=True).start()
+                else:
+                    self.close()
+            return self._ready
 
     def receive(self) -> ServerMessage | None:
         """The server's next message; None when it is gone (or said what is not one: as good as gone)."""
@@ -358,13 +375,17 @@ class ForkLauncher:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _acquire(self, role: Role, env: Mapping[str, str], work_mb: int) -> ForkServer | None:
+    def _server(self, spawn: Spawn) -> ForkServer | None:
+        """The server for ``spawn`` (already shared), started now if there is none (not waited for)."""
+        role = spawn.role
         if role in self._failed or not self.usable:
             return None
         if role == "learner" and self.isolation.mode == "bwrap" and not self.isolation.forks:
             return None  # isolated, but this machine cannot fork isolated processes: each is exec'd
+        env = {k: v for k, v in spawn.env.items() if k != TOKEN_VAR}
+        work_mb = spawn.limits.file_size_mb if spawn.limits else 256
         key = (role, tuple(sorted(env.items())), work_mb)
-        with self._lock:  # held while a server starts: the other workers wait for it, not start their own
+        with self._lock:
             server = self._servers.get(key)
             if server is not None and server.alive():
                 return server
@@ -379,10 +400,21 @@ class ForkLauncher:
             self._servers[key] = server
             return server
 
+    def _acquire(self, spawn: Spawn) -> ForkServer | None:
+        server = self._server(spawn)
+        if server is None or server.ready():  # the other workers wait for the same server, not start their own
+            return server
+        with self._lock:
+            self._failed.add(spawn.role)
+            self._servers = {key: s for key, s in self._servers.items() if s is not server}
+        return None
+
+    def prepare(self, spawn: Spawn) -> None:
+        self._server(_shared(spawn, self.share))
+
     def start(self, spawn: Spawn) -> Child:
         spawn = _shared(spawn, self.share)
-        server_env = {k: v for k, v in spawn.env.items() if k != TOKEN_VAR}
-        server = self._acquire(spawn.role, server_env, spawn.limits.file_size_mb if spawn.limits else 256)
+        server = self._acquire(spawn)
         if server is not None:
             try:
                 return server.start(spawn)
@@ -412,6 +444,10 @@ class RestartLauncher:
         self._first = ExecLauncher(share, isolation)
         self._restarts = ForkLauncher(share, isolation)
         self._started: set[Role] = set()
+
+    def prepare(self, spawn: Spawn) -> None:
+        if spawn.role in self._started:
+            self._restarts.prepare(spawn)
 
     def start(self, spawn: Spawn) -> Child:
         if spawn.role in self._started:

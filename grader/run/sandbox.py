@@ -276,12 +276,13 @@ class _Runner:
         cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
         try:
             ahead = any(c.exercise in self.training for c in pending)
+            judge_spawn = Spawn("judge", {**base, **JUDGE_THREADS, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
+                                (write_fd, judge_end.fileno()), self.limits)
+            self.launcher.prepare(judge_spawn)  # a fork server's imports, beside the learner's start
             learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
                                                 self.limits, self.device, cgroup_fds, import_ahead=ahead))
             learner.stdin.close()
-            judge = self.launcher.start(Spawn("judge", {**base, **JUDGE_THREADS, "CUDA_VISIBLE_DEVICES": ""},
-                                              tempfile.gettempdir(),
-                                              (write_fd, judge_end.fileno()), self.limits))
+            judge = self.launcher.start(judge_spawn)
         finally:
             learner_end.close()
             judge_end.close()
