@@ -295,6 +295,7 @@ class ForkServer:
             with self._changed:
                 if isinstance(message, ForkStarted):
                     self._started.append(message.pid)
+                    self._exits.pop(message.pid, None)  # a pid reused: an end left unread was another child's
                 elif isinstance(message, ForkExited):
                     self._exits[message.pid] = message.code
                 else:

@@ -2,7 +2,7 @@
 in each child, exec'd (grader/run/launch.py) or forked from a server (grader/spawn/forkserver.py).
 
 Its own session and the course's resource limits; inside a forked, isolated learner process a
-fresh pid and mount namespace with a new work dir (``enter_run``), its run's cgroup
+fresh pid, mount, IPC and network namespace with a new work dir (``enter_run``), its run's cgroup
 (``join_cgroup``) and nobody's uid (``drop_privileges``). Runs in the learner process and in the
 fork servers, so it imports nothing of the grader but the wire (grader/layout.py).
 """

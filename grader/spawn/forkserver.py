@@ -61,7 +61,8 @@ def _write_token_in_place(name: str, value: str) -> None:
 
 def _isolate(work_mb: int, cgroup_fds: tuple[int, ...]) -> None:
     """Inside the server's sandbox: the run's cgroup (this process and the init it forks too), then
-    a pid and mount namespace of its own (grader/run/isolation.py); nobody's uid comes after the limits."""
+    a pid, mount, IPC and network namespace of its own (grader/run/isolation.py); nobody's uid comes
+    after the limits."""
     join_cgroup(cgroup_fds)
     enter_run(work_mb)
 
