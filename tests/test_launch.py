@@ -70,7 +70,7 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
         for peer in peers:  # each says hello, then waits for its run's start
             assert peer.recv(1)
         os.kill(second.pid, signal.SIGKILL)  # the later one ends first
-        while launch._running(second.pid):  # noqa: SLF001 - until the server has reaped it
+        while launch._running(second.pid):  # noqa: SLF001 - until it has ended
             time.sleep(0.05)
         assert first.poll() is None  # its neighbour's end is not its own
         peers[0].close()  # no run comes: it ends by itself
