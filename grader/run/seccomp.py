@@ -10,8 +10,9 @@ profile refuses the same three calls for the same reason. Nothing a learner's co
 The filter is a classic BPF program, handed to bubblewrap (``--seccomp FD``), which installs it
 just before it execs the sandbox's command: an exec'd learner process, or a learner fork server,
 whose forked children inherit it. A call of another architecture's ABI (i386's ``int 0x80`` on
-x86-64, x32's numbers) is refused too. On an architecture not listed here there is no filter, and
-``filter_program()`` says so with None.
+x86-64, x32's numbers) is refused too. On an architecture not listed here there is no filter
+(``filter_program()`` is None); where bubblewrap cannot install it, the sandbox runs without it
+(grader/run/isolation.py ``probe``); either way the isolation every report carries lists it as missing.
 """
 
 from __future__ import annotations
