@@ -2,7 +2,9 @@
 
     python benchmarks/targets.py [--repeats 3] [--learners 8]
 
-1. ``grader grade solutions`` <= 1.5 x a bare ``python -c "import torch"`` (wall; CPU beside it);
+1. ``grader grade solutions`` <= 1.5 x a bare ``python -c "import torch"`` (wall; CPU beside it),
+   and under it the floor no grading can go below: ``import torch, torch._dynamo``, what the learner
+   process imports before the first optimizer step of ex4 and ex5 can run;
 2. a learner of a ``grader batch --workers 2`` class (isolation and the judge on) <= 0.5
    import-torch core-seconds (the batch's wall x the cores it was given / learners, over one
    ``import torch``'s CPU seconds);
@@ -124,6 +126,11 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
         line("1. grader grade solutions / import torch", graded.wall / torch.wall, 1.5, "x",
              f"({graded.wall:.2f} s, score {report['score']:g}; CPU {unisolated.cpu:.2f} s = "
              f"{unisolated.cpu / torch.cpu:.2f} x, --isolation none)")
+        # What no grading of the course can go under: its learner process imports torch, and its
+        # first optimizer step (ex4, ex5) torch._dynamo, one after the other, before that step runs.
+        floor = median(args.repeats, [PY, "-c", "import torch, torch._dynamo"])
+        print(f"   floor: the learner process's own imports (torch, then torch._dynamo for its first optimizer "
+              f"step) {floor.wall:.2f} s = {floor.wall / torch.wall:.2f} x, before any check runs")
 
         cls = work / "class"
         for i in range(args.learners):

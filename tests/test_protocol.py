@@ -56,6 +56,25 @@ def test_every_message_type_is_a_frozen_dataclass() -> None:
     json.dumps({"$msg": "Raised", "kind": "passed", "name": "f"}).encode(),
     json.dumps({"$msg": "Returned", "value": 1, "extra": True}).encode(),  # an unknown field
     json.dumps({"$msg": "Hello", "torch": 2, "cuda": None, "mps": False}).encode(),  # a wrong type
+    # Each kind of field refuses what is not its own (grader/wire/codec.py compiles one check a kind):
+    *[json.dumps({"$msg": "Hello", "torch": "2", "cuda": cuda, "mps": False}).encode() for cuda in (
+        {"$msg": "CudaFacts", "name": "H", "capability": [9], "total_memory": 1, "count": 1},  # a short tuple
+        {"$msg": "CudaFacts", "name": "H", "capability": [9, 0, 1], "total_memory": 1, "count": 1},  # a long one
+        {"$msg": "CudaFacts", "name": "H", "capability": "90", "total_memory": 1, "count": 1},  # not a list
+        {"$msg": "CudaFacts", "name": "H", "capability": [9, 0], "total_memory": True, "count": 1},  # a bool as int
+        {"$msg": "CudaFacts", "name": "H", "capability": [9, 0], "total_memory": 1.5, "count": 1},  # a float as int
+        {"$msg": "CudaFacts", "name": 7, "capability": [9, 0], "total_memory": 1, "count": 1},  # a number as str
+        {"$msg": "CellStop", "name": "H", "capability": [9, 0], "total_memory": 1, "count": 1},  # another message's tag
+        {"name": "H", "capability": [9, 0], "total_memory": 1, "count": 1},  # no tag
+        "cuda",  # not a message at all
+    )],
+    json.dumps({"$msg": "Hello", "torch": "2", "cuda": None, "mps": 0}).encode(),  # an int as bool
+    json.dumps({"$msg": "CellStop", "module": "m", "index": 1, "label": "l", "line": "3", "kind": "exit",
+                "error": ""}).encode(),  # an optional int that is neither
+    # a str as a float:
+    json.dumps({"$msg": "CheckEnded", "check": "ex1.a", "status": "passed", "duration_s": "0.1"}).encode(),
+    json.dumps({"$msg": "CheckEnded", "check": "ex1.a", "status": None}).encode(),  # None for a closed set
+    json.dumps({"$msg": "Call", "exercise": "ex1", "function": "f", "kwargs": []}).encode(),  # a list as a mapping
 ])
 def test_anything_else_is_a_protocol_error(payload: bytes) -> None:
     with pytest.raises(ProtocolError):
