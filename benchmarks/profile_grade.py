@@ -13,6 +13,10 @@ this process. Rows:
 * one ``grader grade solutions`` (exec'd judge and learner process), and its checks' own seconds
   from the report, exercise by exercise (wall time inside the judge);
 * one learner of a ``grader batch --workers 1`` class (processes forked from warm servers);
+* one more learner of a ``grader batch --workers 2`` class, by process (``--by-process N``, a class of
+  N after a class of 1 on the same warm servers, run in this process): the user and kernel CPU of the
+  learner processes and of the judge's (what their servers reaped: /proc's cutime and cstime), the
+  servers' own (forking), and the grader's (its threads: starting runs, reading, writing reports);
 * with ``--by-exercise N``: what one more learner costs, exercise by exercise — the CPU of a class of
   N learners who each handed in only that exercise's reference solution, less a class of one, over
   N − 1 (the servers' start cancels out; each figure still holds the per-learner fixed part:
@@ -24,10 +28,14 @@ the sandbox, the protocol and ending the run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import resource
 import shutil
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -35,6 +43,13 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from targets import PY, ROOT, Timed, median, timed  # noqa: E402 - after the path is set
+
+from grader.commands.cli import main as grader_main  # noqa: E402
+from grader.run.isolation import Isolation  # noqa: E402
+from grader.run.launch import ForkLauncher, Launcher  # noqa: E402
+from grader.run.share import Share  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
 
 IMPORTS = {
     "bare `python -c pass`": "pass",
@@ -57,6 +72,8 @@ def main() -> int:
     parser.add_argument("--learners", type=int, default=6)
     parser.add_argument("--by-exercise", type=int, default=0, metavar="N",
                         help="also each exercise's cost a learner, from classes of N and of 1 (N >= 2)")
+    parser.add_argument("--by-process", type=int, default=8, metavar="N",
+                        help="one more learner by process, from a class of N after one of 1 (0: not measured)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start\n")
     print("| step | CPU s | wall s | note |")
@@ -89,10 +106,92 @@ def main() -> int:
         per = Timed(batch.wall / args.learners, batch.cpu / args.learners)
         row(f"one learner of a `grader batch --workers 1` class of {args.learners} (forked)", per,
             "servers' start shared by the class")
+        if args.by_process >= 1:
+            by_process(work, solutions, args.by_process)
         if args.by_exercise >= 2:
             by_exercise(work, solutions, args.by_exercise)
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
     return 0
+
+
+@dataclass(frozen=True)
+class Spent:
+    """CPU seconds so far: of the servers' reaped children and the servers themselves, by role, and of this process."""
+
+    children: dict[str, tuple[float, float]]  # role -> (user, kernel) of the children it reaped
+    servers: float  # the servers' own user + kernel
+    grader: float  # this process's (the grader's threads)
+
+
+class WarmServers:
+    """The ``Launchers`` of ``grader.commands.cli.main`` for ``by_process``: every batch forks from one
+    ``ForkLauncher``, kept warm between batches, whose servers' pids this process can read."""
+
+    def __init__(self) -> None:
+        self.launcher: ForkLauncher | None = None
+
+    def grading(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
+        raise NotImplementedError("by_process runs batches only")
+
+    def batch(self, fork: bool, share: Share, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
+        if self.launcher is None:
+            self.launcher = ForkLauncher(share, isolation)
+        return contextlib.nullcontext(self.launcher)
+
+    def spent(self) -> Spent:
+        children: dict[str, tuple[float, float]] = {}
+        servers = 0.0
+        for role, pid in self.launcher.server_pids() if self.launcher else []:
+            # /proc/PID/stat after the command's ")": fields 14-17 are utime, stime, cutime, cstime.
+            fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+            utime, stime, cutime, cstime = (int(v) / TICK for v in fields[11:15])
+            user, kernel = children.get(role, (0.0, 0.0))
+            children[role] = (user + cutime, kernel + cstime)
+            servers += utime + stime
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return Spent(children, servers, own.ru_utime + own.ru_stime)
+
+
+def by_process(work: Path, solutions: Path, learners: int) -> None:
+    """One more learner of a ``--workers 2`` class, by process (``--by-process``); ``--isolation none``:
+    a sandboxed server's children are reaped inside its sandbox, out of sight."""
+    warm = WarmServers()
+    spent: list[Spent] = []
+    wall = 0.0
+    try:
+        for size in (1, learners):
+            cls = work / f"by-process-{size}"
+            for i in range(size):
+                shutil.copytree(solutions, cls / f"learner{i:02d}")
+            argv = ["batch", str(cls), "-o", f"{cls}-out", "--workers", "2", "--quiet", "--isolation", "none",
+                    "--lang", "en"]
+            started = time.perf_counter()
+            with contextlib.redirect_stdout(None):
+                if grader_main(argv, launchers=warm) != 0:
+                    raise SystemExit(f"failed: grader {' '.join(argv)}")
+            wall = time.perf_counter() - started
+            spent.append(warm.spent())
+    finally:
+        if warm.launcher is not None:
+            warm.launcher.close()
+    first, last = spent
+    more = max(learners - 1, 1)
+
+    def cell(value: float) -> str:
+        return f"{value / more:.2f}"
+
+    total = 0.0
+    print(f"| one more learner of a `grader batch --workers 2` class of {learners}, by process | | "
+          f"{wall / learners:.2f} | after a class of 1 on the same warm servers (`--isolation none`) |")
+    for role in ("learner", "judge"):
+        (user0, kernel0), (user1, kernel1) = first.children.get(role, (0.0, 0.0)), last.children.get(role, (0.0, 0.0))
+        total += user1 - user0 + kernel1 - kernel0
+        print(f"| &nbsp;&nbsp;{role} process: its code | {cell(user1 - user0)} | | user CPU |")
+        print(f"| &nbsp;&nbsp;{role} process: the kernel's | {cell(kernel1 - kernel0)} | | fork's page copies, exit |")
+    total += last.servers - first.servers + last.grader - first.grader
+    print(f"| &nbsp;&nbsp;the servers (forking) | {cell(last.servers - first.servers)} | | |")
+    print(f"| &nbsp;&nbsp;the grader (runs, reports) | {cell(last.grader - first.grader)} | | this process |")
+    print(f"| &nbsp;&nbsp;all of them | {cell(total)} | | |")
 
 
 def by_exercise(work: Path, solutions: Path, learners: int) -> None:

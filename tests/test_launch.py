@@ -67,6 +67,9 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
             peers.append(ours)
         first, second = children
         assert len(launcher._servers) == 1 and first.pid != second.pid  # noqa: SLF001 - the pool itself is the subject
+        [(role, server_pid)] = launcher.server_pids()  # what benchmarks/profile_grade.py reads the children's CPU of
+        assert role == "learner" and launch._running(server_pid)  # noqa: SLF001
+        assert _parent_of(first.pid) == _parent_of(second.pid) == server_pid
         for peer in peers:  # each says hello, then waits for its run's start
             assert peer.recv(1)
         os.kill(second.pid, signal.SIGKILL)  # the later one ends first
@@ -82,6 +85,11 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
         for child in children:
             child.stdin.close()
             child.stdout.close()
+    assert launcher.server_pids() == []  # closed
+
+
+def _parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()[1])
 
 
 def test_a_run_gets_the_judges_server_starting_before_it_waits_for_the_learners(tmp_path: Path) -> None:

@@ -421,6 +421,11 @@ class ForkLauncher:
                 pass
         return Exec(spawn, self.isolation)
 
+    def server_pids(self) -> list[tuple[Role, int]]:
+        """Each running server's role and pid (benchmarks/profile_grade.py reads what its children cost)."""
+        with self._lock:
+            return [(server.role, server.process.pid) for server in self._servers.values() if server.alive()]
+
     def close(self) -> None:
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
