@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
-
+from grader import yamltext
 from grader.errors import GraderError
 from grader.paths import CHECKS_DIR, PACKAGE_DIR, PROJECT_ROOT
 from grader.wire.messages import Limits
@@ -126,10 +125,10 @@ def default_course_path() -> Path:
 def load_course(path: Path | None = None) -> Course:
     path = (path or default_course_path()).resolve()
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yamltext.load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise GraderError(f"cannot read course file {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
+    except yamltext.YAMLError as exc:
         raise GraderError(f"{path}: not valid YAML: {exc}") from None
     return _Validator(path).course(raw)
 

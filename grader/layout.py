@@ -58,24 +58,26 @@ LAYERS: tuple[Layer, ...] = (
     _layer("judge", ("judge",), {"judge"}, {"root", "wire", "reference", "errors"}),
     # The checks: one module per check, their exercise's helpers, pytest's conftest.
     _layer("checks", ("checks",), {"judge"}, {"judge", "reference"}),
+    # YAML in and out of the grader's process: course.yaml, its texts, the reports, the class's files.
+    _layer("yaml", ("yamltext.py",), {"grader"}, set()),
     # The grader's failures: the one user-facing error type, exit codes, why grading could not run.
     _layer("errors", ("errors.py",), {"grader", "judge"}, {"wire"}),
     # course.yaml, typed and validated once.
-    _layer("config", ("course.py",), {"grader"}, {"root", "wire", "errors"}),
+    _layer("config", ("course.py",), {"grader"}, {"root", "wire", "errors", "yaml"}),
     # What the grader reads of a submission before any sandbox exists.
     _layer("intake", ("intake",), {"grader"}, {"root", "wire", "errors", "config"}),
     # Points, statuses, the learner-facing texts.
-    _layer("score", ("score",), {"grader"}, {"root", "wire", "errors", "config", "intake"}),
+    _layer("score", ("score",), {"grader"}, {"root", "wire", "errors", "config", "intake", "yaml"}),
     # Running a grading: the sandbox, the launchers, isolation, cgroups, the reaper, blame.
     _layer("run", ("run",), {"grader"}, {"root", "wire", "errors", "config", "spawn", "score"}),
     # What a grading writes: the YAML report and its seal, the terminal, the gradebook, the
     # class summary, Gradescope's results.json.
-    _layer("outputs", ("outputs",), {"grader"}, {"root", "wire", "errors", "config", "intake", "score"}),
+    _layer("outputs", ("outputs",), {"grader"}, {"root", "wire", "errors", "config", "intake", "score", "yaml"}),
     # The pipeline: load -> run -> score.
     _layer("grading", ("grading.py",), {"grader"}, {"root", "wire", "errors", "config", "intake", "run", "score"}),
     # The command line and what each command does.
     _layer("commands", ("commands", "__main__.py"), {"grader"},
-           {"root", "wire", "errors", "config", "intake", "score", "run", "outputs", "grading"}),
+           {"root", "wire", "errors", "config", "intake", "score", "run", "outputs", "grading", "yaml"}),
 )
 BY_NAME: dict[str, Layer] = {layer.name: layer for layer in LAYERS}
 # The package as the learner process sees it: every layer that runs there, nothing else.

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from grader import yamltext
 from grader.intake.names import shown
 from grader.outputs.gradebook import csv_text
 from grader.outputs.terminal import summary
@@ -148,6 +149,21 @@ def test_yaml_reports_hold_no_raw_control_characters(outputs: Outputs) -> None:
         assert not interpreted(text), interpreted(text)[:10]
         strings = list(_strings(yaml.safe_load(text)))  # none holds what UTF-8 cannot, even escaped by YAML
         assert not [t for t in strings if re.search("[\ud800-\udfff]", t)]
+
+
+def test_yaml_written_and_read_with_libyaml_is_what_pyyamls_own_code_makes_of_it() -> None:
+    """The grader writes and reads YAML with libyaml's C emitter and parser where PyYAML has them
+    (grader/yamltext.py): every hostile text, short and wrapped over long lines, reads back as it
+    was, whichever of the two wrote it and whichever reads it — a lone surrogate too, which libyaml
+    alone would neither write nor read (a report the grader could not write would cost that learner
+    a grade, or a class its gradebook)."""
+    if yaml.__with_libyaml__:
+        assert "CSafe" in yamltext._LOADER.__name__ and "CSafe" in yamltext._DUMPER.__name__  # noqa: SLF001
+    for name, text in TEXTS.items():
+        data = {name: text, "checks": [{"id": "ex1.a", "message": text * 40, "seconds": 0.25}], "names": [text]}
+        ours, theirs = yamltext.dump(data), yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100)
+        for written in (ours, theirs):
+            assert yamltext.load(written) == yaml.safe_load(written) == data, name
 
 
 def _strings(data: Any) -> Iterator[str]:

@@ -29,9 +29,7 @@ from importlib.metadata import PackageNotFoundError, requires, version
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from grader import __version__
+from grader import __version__, yamltext
 from grader.course import Course
 from grader.errors import GraderError
 from grader.outputs.gradescope import unavailable_results
@@ -193,13 +191,13 @@ def _files(course: Course, pyproject: Path, pins: tuple[str, ...], gpu: bool) ->
 
 def _course_yaml(course: Course) -> str:
     """The full course, every check, with stub paths inside the zip and no solution paths."""
-    raw: dict[str, Any] = yaml.safe_load(course.path.read_text(encoding="utf-8"))
+    raw: dict[str, Any] = yamltext.load(course.path.read_text(encoding="utf-8"))
     for ex in raw["exercises"]:
         ex.pop("solution", None)
         if "stub" in ex:
             ex["stub"] = f"exercises/{Path(ex['stub']).name}"
     header = f"# Written by `grader release --gradescope` (grader {__version__}) from {course.path.name}.\n"
-    return header + yaml.safe_dump(raw, allow_unicode=True, sort_keys=False, width=100)
+    return header + yamltext.dump(raw)
 
 
 def _refuse_solutions(course: Course, files: dict[str, tuple[bytes, int]]) -> None:

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from grader import yamltext
 from grader.commands.notebooks import INSTALL_URL, write_notebooks
 from grader.course import Course
 from grader.errors import GraderError
@@ -88,7 +87,7 @@ def build(course: Course, out: Path, *, install_url: str = INSTALL_URL) -> Bundl
 
 def released_course_yaml(course: Course) -> str:
     """course.yaml without hidden checks, solution paths, stub paths or instructor settings."""
-    raw: dict[str, Any] = yaml.safe_load(course.path.read_text(encoding="utf-8"))
+    raw: dict[str, Any] = yamltext.load(course.path.read_text(encoding="utf-8"))
     released: dict[str, Any] = {key: raw[key] for key in ("title", "default_lang", "defaults", "limits") if key in raw}
     released["release"] = "public"
     released["exercises"] = [
@@ -98,7 +97,7 @@ def released_course_yaml(course: Course) -> str:
         }
         for ex in raw["exercises"]
     ]
-    return yaml.safe_dump(released, allow_unicode=True, sort_keys=False, width=100)
+    return yamltext.dump(released)
 
 
 def _kept_check_files(exercise_dir: Path, public: set[str]) -> set[str]:

@@ -13,8 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-import yaml
-
+from grader import yamltext
 from grader.errors import GraderError
 from grader.intake.roster import ClassList, Member, Roster, UnmatchedReason
 from grader.outputs.report import write_atomic
@@ -82,8 +81,7 @@ def as_dict(record: ClassRecord) -> dict[str, Any]:
 
 
 def write_record(record: ClassRecord, out_dir: Path) -> None:
-    write_atomic(out_dir / RECORD_FILE, yaml.safe_dump(as_dict(record), allow_unicode=True, sort_keys=False,
-                                                        width=120))
+    write_atomic(out_dir / RECORD_FILE, yamltext.dump(as_dict(record), width=120))
 
 
 def _text(data: Mapping[str, Any], key: str, where: str) -> str:
@@ -109,8 +107,8 @@ def load_record(out_dir: Path) -> ClassRecord | None:
     try:
         if path.stat().st_size > MAX_RECORD_BYTES:
             raise GraderError(f"{where} is too large to be a class list")
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = yamltext.load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yamltext.YAMLError) as exc:
         raise GraderError(f"{where} is not readable ({type(exc).__name__}); run the batch again") from None
     if not isinstance(data, dict) or data.get("kind") != "roster":
         raise GraderError(f"{where} is not a grader class list")

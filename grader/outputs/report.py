@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
-import yaml
-
+from grader import yamltext
 from grader.course import Lang, Visibility
 from grader.intake.names import is_learner_id
 from grader.score.results import (
@@ -106,7 +105,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_yaml(report: Report, path: Path) -> None:
-    write_atomic(path, yaml.safe_dump(as_dict(report), allow_unicode=True, sort_keys=False, width=100))
+    write_atomic(path, yamltext.dump(as_dict(report)))
 
 
 # -- reading reports back ---------------------------------------------------------------------

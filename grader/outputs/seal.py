@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from grader import yamltext
 from grader.course import Lang, lang_of
 from grader.outputs.report import ReportError, as_dict, from_dict, write_atomic
 from grader.score.results import Report
@@ -92,9 +91,9 @@ def seal_key(folder: Path, *, create: bool) -> bytes | None:
 def load_report(path: Path) -> StoredReport | None:
     """A learner report the grader wrote, typed; None when the file is not one."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamltext.load(path.read_text(encoding="utf-8"))
         report = from_dict(data)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ReportError, TypeError, ValueError, AttributeError,
+    except (OSError, UnicodeDecodeError, yamltext.YAMLError, ReportError, TypeError, ValueError, AttributeError,
             RecursionError):  # whatever a file in the output folder holds, it is read as "not a report"
         return None
     stamp = None
@@ -106,4 +105,4 @@ def load_report(path: Path) -> StoredReport | None:
 
 
 def write_stored(path: Path, stored: StoredReport) -> None:
-    write_atomic(path, yaml.safe_dump(stored_dict(stored), allow_unicode=True, sort_keys=False, width=100))
+    write_atomic(path, yamltext.dump(stored_dict(stored)))

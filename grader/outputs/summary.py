@@ -22,8 +22,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, get_args
 
-import yaml
-
+from grader import yamltext
 from grader.course import Course, Lang, Visibility
 from grader.intake.names import shown
 from grader.outputs.classlist import ClassRecord
@@ -359,5 +358,5 @@ def render_html(summary: ClassSummary) -> str:
 
 def write_summary(summary: ClassSummary, out_dir: Path) -> None:
     write_atomic(out_dir / f"{SUMMARY_STEM}.yaml",
-                 yaml.safe_dump(as_dict(summary), allow_unicode=True, sort_keys=False, width=100))
+                 yamltext.dump(as_dict(summary)))
     write_atomic(out_dir / f"{SUMMARY_STEM}.html", render_html(summary))

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from grader import yamltext
 from grader.course import LANGS, Lang
 from grader.intake.names import shown
 from grader.paths import CHECKS_DIR, TEXTS_DIR
@@ -34,7 +33,7 @@ def catalog(lang: Lang) -> Mapping[str, Mapping[str, str]]:
     """The grader's own texts in one language: sections ``messages`` and ``ui``."""
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r}")
-    data: dict[str, Any] = yaml.safe_load((TEXTS_DIR / f"{lang}.yaml").read_text(encoding="utf-8"))
+    data: dict[str, Any] = yamltext.load((TEXTS_DIR / f"{lang}.yaml").read_text(encoding="utf-8"))
     return data
 
 
