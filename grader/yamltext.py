@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 YAMLError = yaml.YAMLError
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+# libyaml's classes are not subclasses of PyYAML's own (CParser, not Reader/Scanner/Parser): Any.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def load(text: str) -> Any:

@@ -81,6 +81,22 @@ def test_anything_else_is_a_protocol_error(payload: bytes) -> None:
         decode(payload)
 
 
+def test_only_a_message_type_is_encoded_as_a_message() -> None:
+    """A dataclass that is not one of the messages (a learner's own, say) is never sent as one."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Point:
+        x: int = 1
+
+    @dataclasses.dataclass(frozen=True)
+    class Hello:  # a message's name, not its type
+        torch: str = "2"
+
+    for impostor in (Point(), Hello()):
+        with pytest.raises(ProtocolError, match="not a message"):
+            encode(Returned(value=impostor))
+
+
 def test_a_side_accepts_only_its_own_messages() -> None:
     verdict = encode(CheckEnded("ex1.a", "passed"))
     assert decode(verdict, JudgeReport) == CheckEnded("ex1.a", "passed")

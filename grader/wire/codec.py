@@ -93,12 +93,8 @@ def to_json(message: Any) -> Any:
     cls = type(message)
     if cls in _AS_IS or message is None:  # the bulk of every message: its leaves, by exact type first
         return message
-    if cls is dict:
-        return {str(k): to_json(v) for k, v in message.items()}
-    if cls is tuple or cls is list:
-        return [to_json(v) for v in message]
     if hasattr(cls, "__dataclass_fields__"):
-        if cls.__name__ not in MESSAGE_TYPES:
+        if MESSAGE_TYPES.get(cls.__name__) is not cls:  # the type itself, not one that shares its name
             raise ProtocolError(f"not a message: {cls.__name__}")
         return {"$msg": cls.__name__, **{name: to_json(getattr(message, name)) for name in _field_names(cls)}}
     if isinstance(message, (tuple, list)):
@@ -116,12 +112,8 @@ Conformer = Callable[[Any, str], Any]
 _CONFORMERS: dict[Any, Conformer] = {}
 
 
-def _conform(value: Any, hint: Any, where: str) -> Any:
-    """``value`` (decoded JSON) as the annotation ``hint`` wants it, or ProtocolError."""
-    return _conformer(hint)(value, where)
-
-
 def _conformer(hint: Any) -> Conformer:
+    """The check of a field annotated ``hint`` (compiled at its first use in this process)."""
     if hint not in _CONFORMERS:
         _CONFORMERS[hint] = _compile(hint)
     return _CONFORMERS[hint]
