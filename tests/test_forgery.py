@@ -3,7 +3,10 @@
 The attacker's functions are wrong; beside them, the solution of another exercise is right. Each
 attack must leave the attacker with what its functions deserve — the checks of the attacked
 exercise as for the same functions without the attack, or failed where the attack broke the
-grader's connection — and the other exercise with its full score.
+grader's connection — and the other exercise with its full score. The attacks run in ``grader
+grade``'s own exec'd processes (``grade``); the same functions without the attack, what an attack is
+measured against, attack nothing and are graded in this test process (tests/conftest.py
+``grade_forked``), as tests/test_forgery_measurements.py grades its honest counterparts.
 """
 
 from __future__ import annotations
@@ -146,35 +149,38 @@ def _no_more_than_deserved(attacked: Graded, plain: Graded) -> None:
     assert "connection between" in attacked.check("ex3.roundtrip_values")["message"]
 
 
-def test_a_key_found_nowhere_signs_nothing(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    plain = _graded(grade, tmp_path, "plain", WRONG_EX3)
+def test_a_key_found_nowhere_signs_nothing(tmp_path: Path, grade: Callable[..., Graded],
+                                           grade_forked: Callable[..., Graded]) -> None:
+    plain = _graded(grade_forked, tmp_path, "plain", WRONG_EX3)
     attacked = _graded(grade, tmp_path, "keyhunt", WRONG_EX3.replace("    return x ", "    spray()\n    return x ")
                        + KEY_HUNT)
     _no_more_than_deserved(attacked, plain)
 
 
-def test_patched_verdicts_and_pytest_change_nothing(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    deserved = _verdicts(_graded(grade, tmp_path, "plain", WRONG_EX3))
+def test_patched_verdicts_and_pytest_change_nothing(tmp_path: Path, grade: Callable[..., Graded],
+                                                    grade_forked: Callable[..., Graded]) -> None:
+    deserved = _verdicts(_graded(grade_forked, tmp_path, "plain", WRONG_EX3))
     attacked = _graded(grade, tmp_path, "patcher", VERDICT_PATCH + WRONG_EX3)
     assert _verdicts(attacked) == deserved
     assert attacked.exercise("ex3")["score"] < 20
     assert "tampering" not in attacked.report["notes"]  # type: ignore[index]
 
 
-def test_lying_tensor_and_array_subclasses_are_judged_by_their_values(tmp_path: Path,
-                                                                       grade: Callable[..., Graded]) -> None:
+def test_lying_tensor_and_array_subclasses_are_judged_by_their_values(
+        tmp_path: Path, grade: Callable[..., Graded], grade_forked: Callable[..., Graded]) -> None:
     honest = LYING.replace(".as_subclass(Liar)", "").replace(".view(LyingArray)", "")
-    deserved = _verdicts(_graded(grade, tmp_path, "zeros", honest))
+    deserved = _verdicts(_graded(grade_forked, tmp_path, "zeros", honest))
     attacked = _graded(grade, tmp_path, "liar", LYING)
     assert _verdicts(attacked) == deserved
     for check in ("roundtrip_values", "roundtrip_keeps_dtype", "to_numpy_cpu", "to_numpy_grad_and_device"):
         assert deserved[f"ex3.{check}"] == "failed", check
 
 
-def test_answers_written_into_the_socket_are_caught(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+def test_answers_written_into_the_socket_are_caught(tmp_path: Path, grade: Callable[..., Graded],
+                                                    grade_forked: Callable[..., Graded]) -> None:
     honest = INJECTS_ANSWERS.replace("    for fd in os.listdir", "    for fd in []:  #")
     _no_more_than_deserved(_graded(grade, tmp_path, "injector", INJECTS_ANSWERS),
-                           _graded(grade, tmp_path, "plain", honest))
+                           _graded(grade_forked, tmp_path, "plain", honest))
 
 
 FORGES_EVENTS = '''
