@@ -18,7 +18,7 @@ import pytest
 
 from grader.course import load_course
 from grader.grading import grade
-from grader.run import launch
+from grader.run import launch, reaper
 from grader.run.isolation import PASSED_ENV
 from grader.run.share import THREAD_VARS, WHOLE, machine_share
 from grader.wire.codec import decode, encode
@@ -69,7 +69,7 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
         assert len(launcher._servers) == 1 and first.pid != second.pid  # noqa: SLF001 - the pool itself is the subject
         [(role, server_pid)] = launcher.server_pids()  # what benchmarks/profile_grade.py reads the children's CPU of
         assert role == "learner" and launch._running(server_pid)  # noqa: SLF001
-        assert _parent_of(first.pid) == _parent_of(second.pid) == server_pid
+        assert reaper._parent(str(first.pid)) == reaper._parent(str(second.pid)) == server_pid  # noqa: SLF001
         for peer in peers:  # each says hello, then waits for its run's start
             assert peer.recv(1)
         os.kill(second.pid, signal.SIGKILL)  # the later one ends first
@@ -86,10 +86,6 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
             child.stdin.close()
             child.stdout.close()
     assert launcher.server_pids() == []  # closed
-
-
-def _parent_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()[1])
 
 
 def test_a_run_gets_the_judges_server_starting_before_it_waits_for_the_learners(tmp_path: Path) -> None:
