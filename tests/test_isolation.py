@@ -119,7 +119,7 @@ def time_matmul(n, device, repeats=5):
         time.sleep(0.5)
         print("[spinners]", sum(1 for p in os.listdir("/proc")
                                 if p.isdigit() and "MARKER" in open(f"/proc/{p}/cmdline").read()))
-    return 1.0
+    return 1e-3  # within any call's duration (ex2's public bound): judged alike with or without the spinners
 '''
 
 THREAD_BOMB = r'''
@@ -265,7 +265,7 @@ def test_an_attacker_in_a_batch_changes_no_neighbours_grade(tmp_path: Path, list
     # What its functions deserve: ex1 is a solution; ex2 as the same time_matmul without the spinners.
     plain = tmp_path / "plain"
     plain.mkdir()
-    (plain / "ex2_timing.py").write_text("def time_matmul(n, device, repeats=5):\n    return 1.0\n", encoding="utf-8")
+    (plain / "ex2_timing.py").write_text("def time_matmul(n, device, repeats=5):\n    return 1e-3\n", encoding="utf-8")
     deserved = grade_forked(plain).exercise("ex2")["score"]
     assert [reports["mallory"]["exercises"][ex]["score"] for ex in ("ex1", "ex2", "ex3")] == [20.0, deserved, 0.0]
     assert time.monotonic() - started < 200
