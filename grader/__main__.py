@@ -2,6 +2,6 @@
 
 import sys
 
-from grader.commands.cli import main
+from grader.commands.cli import cli
 
-sys.exit(main())
+sys.exit(cli())

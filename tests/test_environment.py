@@ -188,3 +188,17 @@ def test_version_line() -> None:
     proc = run_cli("--version")
     assert proc.returncode == 0
     assert re.match(r"grader \d+\.\d+\.\d+ \(python 3\.\d+\.\d+, torch \S+\)", proc.stdout), proc.stdout
+
+
+def test_a_terminal_that_cannot_show_vietnamese_gets_escapes_not_a_traceback(tmp_path: Path) -> None:
+    """An instructor's terminal or log in ASCII or Latin-1 (``PYTHONIOENCODING``, a Latin-1 locale): the
+    course's Vietnamese summary and a Vietnamese path are written as backslash escapes, and the command
+    ends as it would anywhere (it printed a UnicodeEncodeError traceback after grading, exit 1)."""
+    learner = tmp_path / "lớp" / "Nguyễn Văn An"
+    learner.mkdir(parents=True)
+    shutil.copy(ROOT / "solutions" / "ex1_device.py", learner / "ex1_device.py")
+    report = tmp_path / "điểm.yaml"
+    proc = run_cli("grade", str(learner), "-o", str(report), env={"PYTHONIOENCODING": "ascii"})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "\\u0110i\\u1ec3m: 20.0 / 100.0" in proc.stdout, proc.stdout  # "Điểm", the course's language
+    assert yaml.safe_load(report.read_text(encoding="utf-8"))["score"] == 20.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import io
 import platform
 import sys
 from collections.abc import Callable
@@ -363,3 +364,14 @@ def main(argv: list[str] | None = None, *, launchers: Launchers = FRESH) -> int:
     except KeyboardInterrupt:
         print("grader: interrupted", file=sys.stderr)
         return 130
+
+
+def cli() -> int:
+    """The command line (pyproject.toml ``[project.scripts]``, ``python -m grader``): ``main`` on this
+    process's own streams. A character the terminal's or log's encoding cannot show (Vietnamese under a
+    Latin-1 locale or ``PYTHONIOENCODING=ascii``) is written as a backslash escape, never a traceback
+    after the grading: the report files are UTF-8 whatever the locale."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    return main()
