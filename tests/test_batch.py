@@ -252,11 +252,14 @@ def _as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _forked_learners(pid: int) -> int:
-    """How many processes forked by a learner fork server under the grader ``pid`` run now: the
-    server's descendants that carry its command line (a fork does not exec), the server not counted."""
+def _learner_running(pid: int) -> bool:
+    """Whether a learner process runs now under the grader ``pid``: an exec'd one (``-m grader.learner``
+    on its or its sandbox's command line, where bubblewrap runs as an ordinary user:
+    ``Isolation.learners_fork``) or one a learner fork server forked (its descendants carry its command
+    line: a fork does not exec), the server itself not counted."""
     parents: dict[int, int] = {}
     servers: set[int] = set()
+    execd: set[int] = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text(encoding="utf-8", errors="replace").rsplit(")", 1)[1].split()
@@ -266,6 +269,8 @@ def _forked_learners(pid: int) -> int:
         parents[int(stat.parent.name)] = int(fields[1])
         if b"grader.spawn.forkserver\0learner" in cmdline:
             servers.add(int(stat.parent.name))
+        elif b"-m\0grader.learner\0" in cmdline:
+            execd.add(int(stat.parent.name))
 
     def under(child: int, ancestor: int) -> bool:
         while child > 1:
@@ -275,7 +280,7 @@ def _forked_learners(pid: int) -> int:
         return False
 
     ours = {p for p in servers if under(p, pid)}
-    return sum(1 for p in ours if any(under(p, other) for other in ours if other != p))
+    return any(under(p, other) for p in ours for other in ours if other != p) or any(under(p, pid) for p in execd)
 
 
 def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path, batch_forked: BatchForked) -> None:
@@ -283,7 +288,7 @@ def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path, batch_forked:
     slow = copy_solutions(cls, "b_slow", only=("ex1",)) / "ex1_device.py"
     slow.write_text("import time\ntime.sleep(5)\n" + slow.read_text(encoding="utf-8"), encoding="utf-8")
     # The Ctrl-C must come while b_slow is graded: once a_first is counted (its gradebook row, the last
-    # thing done for it) and a learner process is forked again (b_slow's: its top level sleeps 5 s).
+    # thing done for it) and a learner process runs again (b_slow's: its top level sleeps 5 s).
     # Sent as soon as a_first's report existed, it once came before the worker took b_slow.
     out = tmp_path / "out"
     command = [sys.executable, "-m", "grader", "batch", str(cls), "-o", str(out), "--workers", "1"]
@@ -291,7 +296,7 @@ def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path, batch_forked:
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           preexec_fn=_as_from_a_terminal) as proc:  # noqa: PLW1509 - before exec
         deadline = time.monotonic() + 120
-        while (not (_counted(out, "a_first") and _forked_learners(proc.pid))
+        while (not (_counted(out, "a_first") and _learner_running(proc.pid))
                and proc.poll() is None and time.monotonic() < deadline):
             time.sleep(0.05)
         assert proc.poll() is None, "the run ended before b_slow's learner process was seen"

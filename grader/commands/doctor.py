@@ -161,9 +161,15 @@ def sandbox_features() -> dict[str, tuple[bool, str]]:
     features["process tracking"] = (proc_ok, "/proc readable: every process of a run is found and killed" if proc_ok
                                     else "no /proc: only the learner process's session is killed")
     fork = sys.platform == "linux"
-    features["fork server"] = (True, "available (grader batch forks its processes from warm servers)" if fork
-                               else "not on this platform: processes are exec'd (slower, same results)")
     isolation = probe_isolation()
+    if not fork:
+        features["fork server"] = (True, "not on this platform: processes are exec'd (slower, same results)")
+    elif isolation.learners_fork:
+        features["fork server"] = (True, "available (grader batch forks its processes from warm servers)")
+    else:
+        features["fork server"] = (True, "judges only: bubblewrap as an ordinary user cannot fork isolated "
+                                         "processes, so each learner process is exec'd and imports torch itself "
+                                         "(same results, more CPU a learner; as root, in a container, they fork)")
     if isolation.mode == "bwrap":
         how = f"bubblewrap ({isolation.bwrap})" + ("; forked processes isolated too" if isolation.forks else "")
         features["isolation"] = (True, how + "".join(f"; missing: {m}" for m in isolation.missing))

@@ -77,6 +77,13 @@ class Isolation:
         """Whether a learner server can fork isolated processes (needs root: fresh namespaces and cgroups)."""
         return self.mode == "bwrap" and self.as_root and bool(self.cgroups)
 
+    @property
+    def learners_fork(self) -> bool:
+        """Whether a learner process comes forked from a warm server here (grader/run/launch.py
+        ``ForkLauncher``): always without a sandbox, in one only where the server ``forks``. Elsewhere
+        (bubblewrap as an ordinary user) each is exec'd, and imports torch of its own."""
+        return self.mode != "bwrap" or self.forks
+
 
 NONE = Isolation("none", missing=("isolation turned off",))
 

@@ -379,7 +379,7 @@ class ForkLauncher:
         role = spawn.role
         if role in self._failed or not self.usable:
             return None
-        if role == "learner" and self.isolation.mode == "bwrap" and not self.isolation.forks:
+        if role == "learner" and not self.isolation.learners_fork:
             return None  # isolated, but this machine cannot fork isolated processes: each is exec'd
         env = {k: v for k, v in spawn.env.items() if k != TOKEN_VAR}
         work_mb = spawn.limits.file_size_mb if spawn.limits else 256
