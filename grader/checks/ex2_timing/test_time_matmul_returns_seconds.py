@@ -28,9 +28,9 @@ MESSAGES = {
               "return seconds (not milliseconds), as a difference of time.time() or time.perf_counter().",
     },
 }
-# The judge's clock and the learner's are the machine's; time.time() may be stepped by a few
-# hundred microseconds between two reads. A number in milliseconds is 1000 matmuls; the call holds three
-# (warm-up, repeats=2) and the making of two n×n inputs, a few matmuls' time.
+# The judge's clock and the learner's are the machine's, but time.time() can be stepped (NTP) between
+# the learner's two reads: a millisecond of slack. A number in milliseconds reads as 1000 matmuls; the
+# call holds three (a warm-up, repeats=2) and the making of its two n×n inputs, far from 1000.
 SLACK_SECONDS = 1e-3
 
 
