@@ -122,16 +122,19 @@ def time_matmul(n, device, repeats=5):
     return 1e-3  # within any call's duration (ex2's public bound): judged alike with or without the spinners
 '''
 
+# The flood first (ex3's first check calls roundtrip), then the bomb, whose sleeping threads then hold the
+# run at its process limit. The other way round, once in about seven runs on 2026-12-03 the flood's check,
+# second, read as the limit's and not as its text: something in it met the limit the bomb held.
 THREAD_BOMB = r'''
 import threading, time
 
-def roundtrip(x, device):
+def roundtrip(x, device):  # 60 KB of text through a visible check's message
+    raise ValueError("FLOOD" * 12000)
+
+def to_numpy(t):
     for _ in range(16000):
         threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
-    return x
-
-def to_numpy(t):  # 60 KB of text through a visible check's message
-    raise ValueError("FLOOD" * 12000)
+    return t.detach().numpy()
 '''
 
 
@@ -222,16 +225,16 @@ def _assert_contained(attacker: dict[str, Any], received: list[bytes], before: d
     assert _output(attacker, "daemons") == "1" and int(_output(attacker, "spinners")) >= 60  # they did start
     time.sleep(0.5)
     assert survivors(MARKER) == []  # the daemon, the spinners, the threads: ended with the run
-    bomb = next(c for c in attacker["exercises"]["ex3"]["checks"] if c["id"] == "ex3.roundtrip_values")
+    bomb = next(c for c in attacker["exercises"]["ex3"]["checks"] if c["id"] == "ex3.to_numpy_cpu")
     assert bomb["status"] == "error" and "processes" in bomb["message"], bomb  # threads count
-    flood = next(c for c in attacker["exercises"]["ex3"]["checks"] if c["id"] == "ex3.to_numpy_cpu")
+    flood = next(c for c in attacker["exercises"]["ex3"]["checks"] if c["id"] == "ex3.roundtrip_values")
     assert "FLOODFLOOD" in flood["message"] and "more characters cut" in flood["message"], flood
     assert max(len(c["message"]) for ex in attacker["exercises"].values() for c in ex["checks"]) < 1500
 
 
 def _assert_gradescope_capped(results: dict[str, Any]) -> None:
     assert max(len(test["output"]) for test in results["tests"]) < 3000
-    flood = next(t for t in results["tests"] if t["name"] == "ex3.to_numpy_cpu")
+    flood = next(t for t in results["tests"] if t["name"] == "ex3.roundtrip_values")
     assert "more characters cut" in flood["output"]
 
 
