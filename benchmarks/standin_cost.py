@@ -38,11 +38,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader.emulation.standin import StandIn  # noqa: E402 - after the path is set
+from grader.checks.ex5_amp.workload import SMALL  # noqa: E402 - after the path is set
+from grader.emulation.standin import StandIn  # noqa: E402
 from grader.reference.problems import ex5_problem  # noqa: E402
 
 STEPS = 4
-PROBLEM = (64, 8, 32, 3, 1234)  # grader/checks/ex5_amp/workload.py SMALL, a fixed seed
+PROBLEM = (*SMALL, 1234)  # the quick ex5 checks' problem, a fixed seed
 DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import shutil
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from grader.run import reaper
 from grader.run.isolation import probe
 from tests.conftest import ROOT, SHARE, STUBS, Batched, copy_solutions, course_with, run_cli
 
@@ -253,34 +255,18 @@ def _as_from_a_terminal() -> None:
 
 
 def _learner_running(pid: int) -> bool:
-    """Whether a learner process runs now under the grader ``pid``: an exec'd one (``-m grader.learner``
-    on its or its sandbox's command line, where bubblewrap runs as an ordinary user:
-    ``Isolation.learners_fork``) or one a learner fork server forked (its descendants carry its command
-    line: a fork does not exec), the server itself not counted."""
-    parents: dict[int, int] = {}
-    servers: set[int] = set()
-    execd: set[int] = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text(encoding="utf-8", errors="replace").rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError):
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
-        if b"grader.spawn.forkserver\0learner" in cmdline:
-            servers.add(int(stat.parent.name))
-        elif b"-m\0grader.learner\0" in cmdline:
-            execd.add(int(stat.parent.name))
-
-    def under(child: int, ancestor: int) -> bool:
-        while child > 1:
-            child = parents.get(child, 0)
-            if child == ancestor:
-                return True
-        return False
-
-    ours = {p for p in servers if under(p, pid)}
-    return any(under(p, other) for p in ours for other in ours if other != p) or any(under(p, pid) for p in execd)
+    """Whether a learner process runs now under the grader ``pid`` (grader/run/reaper.py ``run_tree``): an
+    exec'd one (``-m grader.learner`` on its or its sandbox's command line, where bubblewrap runs as an
+    ordinary user: ``Isolation.learners_fork``) or one a learner fork server forked (its descendants carry
+    its command line: a fork does not exec), the server itself not counted."""
+    server = b"grader.spawn.forkserver\0learner"
+    lines: dict[int, bytes] = {}
+    for process in reaper.run_tree(pid):
+        with contextlib.suppress(OSError):
+            lines[process] = Path(f"/proc/{process}/cmdline").read_bytes()
+    servers = [p for p, line in lines.items() if server in line]
+    return (any(child != s and server in lines.get(child, b"") for s in servers for child in reaper.run_tree(s))
+            or any(b"-m\0grader.learner\0" in line for line in lines.values()))
 
 
 def test_an_interrupted_run_keeps_what_it_finished(tmp_path: Path, batch_forked: BatchForked) -> None:
