@@ -32,7 +32,7 @@ import yaml
 from grader.course import load_course
 from grader.grading import grade
 from grader.run import isolation, seccomp
-from grader.run.isolation import probe
+from grader.run.isolation import fork_trial, probe
 from grader.run.launch import grading_launcher
 from tests.conftest import ROOT, STUBS, Graded, course_with, run_cli, solution_text, survivors
 
@@ -48,6 +48,21 @@ def _say(key, value):
     print(f"[{key}] {value}")
 
 _say("uid", os.getuid())
+_status = dict(l.split(":", 1) for l in open("/proc/self/status"))
+_say("caps", [int(_status[k], 16) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")]
+     + [int(_status["NoNewPrivs"])])
+def _writes(folder):
+    try:
+        with open(os.path.join(folder, "MARKER-left"), "w") as out:
+            out.write("left")
+        return True
+    except OSError:
+        return False
+# Every mounted folder it can leave a file in (a forked process's view is its server's, which its
+# neighbours share): its work dir, nothing else.
+_mounts = {line.split()[4] for line in open("/proc/self/mountinfo") if " - proc " not in line}
+_say("writable", sorted(m for m in _mounts | {"/", "/dev", "/dev/shm", "/opt"} if os.path.isdir(m) and _writes(m)))
+_say("forked", sys.modules["__main__"].__spec__.name == "grader.spawn.forkserver")
 def _owner(pid):
     try:
         return int(next(l for l in open(f"/proc/{pid}/status") if l.startswith("Uid:")).split()[1])
@@ -67,7 +82,14 @@ for path in glob.glob("/proc/*/cmdline") + glob.glob("/proc/*/environ"):
     except OSError:
         pass
 _say("paths seen", sorted(p for p in seen if not p.startswith("/dev")))
-_say("pipes seen", len([fd for fd in glob.glob("/proc/*/fd/*") if os.path.realpath(fd).startswith("pipe:")]))
+def _link(fd):
+    try:
+        return os.readlink(fd)
+    except OSError:
+        return ""
+# Pipes another process holds (the grader's, a neighbour's?), where it can read them.
+_say("pipes seen", sorted(fd for fd in glob.glob("/proc/[0-9]*/fd/*")
+                          if not fd.startswith(f"/proc/{os.getpid()}/") and _link(fd).startswith("pipe:")))
 for target in (ROOT + "/grader/checks/conftest.py", ROOT + "/grader/score/scoring.py", ROOT + "/course.yaml",
                ROOT + "/grader/checks/ex1_device/test_describe_device_cuda.py"):
     try:
@@ -196,9 +218,15 @@ def _output(report: dict[str, Any], key: str) -> str:
     return lines[0].split("] ", 1)[1]
 
 
-def _assert_contained(attacker: dict[str, Any], received: list[bytes], before: dict[str, str]) -> None:
+def _assert_contained(attacker: dict[str, Any], received: list[bytes], before: dict[str, str], *, forked: bool) -> None:
     assert attacker["isolation"]["mode"] == "bwrap"
     assert _output(attacker, "uid") == "65534"  # nobody, who owns nothing
+    assert _output(attacker, "forked") == str(forked)
+    # No capability (Inh, Prm, Eff, the bounding set, Amb), none to gain (no_new_privs); as root it
+    # is nobody, as an ordinary user nobody in a user namespace, where a forked one's server holds
+    # every capability (grader/spawn/confine.py ``drop_privileges``).
+    assert ast.literal_eval(_output(attacker, "caps")) == [0, 0, 0, 0, 0, 1]
+    assert ast.literal_eval(_output(attacker, "writable")) == ["/learner"]
     # Its pid namespace's init and itself: nothing else, and the init is not signalable. As root the init
     # is root's, and the kill is refused; an ordinary user's sandbox maps one uid, so the init has the
     # learner's, and the kernel drops a SIGKILL sent to a namespace's init from inside it: accepted, and
@@ -213,7 +241,9 @@ def _assert_contained(attacker: dict[str, Any], received: list[bytes], before: d
     seen = ast.literal_eval(_output(attacker, "paths seen"))
     assert not [p for p in seen if p.startswith(str(ROOT)) and not p.startswith(sys.prefix)], seen
     assert not [p for p in seen if "class" in p or "mallory" in p], seen
-    assert _output(attacker, "pipes seen") in ("0", "1", "2", "3")  # its own stdout and the like
+    # At most its init's standard streams, which are its own stdin and stdout (bubblewrap's init, where it
+    # has the learner's uid: as an ordinary user, exec'd); a forked one's init keeps no fd it could read.
+    assert set(ast.literal_eval(_output(attacker, "pipes seen"))) <= {"/proc/1/fd/0", "/proc/1/fd/1", "/proc/1/fd/2"}
     assert _output(attacker, "leaked bytes") == "0"
     assert "wrote " + str(ROOT) not in attacker["output"]
     assert _output(attacker, "network") in ("Connection refused", "Network is unreachable")
@@ -249,7 +279,7 @@ def test_an_attacker_graded_alone_reaches_nothing(tmp_path: Path, listener: tupl
     proc = run_cli("grade", str(cls / "mallory"), "-o", str(out), "--lang", "en", "--course", str(course),
                    "--gradescope", str(gradescope), timeout=240)
     assert proc.returncode == 0, proc.stderr
-    _assert_contained(yaml.safe_load(out.read_text(encoding="utf-8")), received, before)
+    _assert_contained(yaml.safe_load(out.read_text(encoding="utf-8")), received, before, forked=False)
     _assert_gradescope_capped(json.loads(gradescope.read_text(encoding="utf-8")))
     assert _digest(cls / "good") == neighbours
 
@@ -270,7 +300,7 @@ def test_an_attacker_in_a_batch_changes_no_neighbours_grade(tmp_path: Path, list
     assert reports["good"]["score"] == 60.0, reports["good"]["exercises"]  # ex1-ex3 in full
     assert reports["bad"]["score"] == 0.0
     assert all(r["notes"] == [] for name, r in reports.items() if name != "mallory")
-    _assert_contained(reports["mallory"], received, before)
+    _assert_contained(reports["mallory"], received, before, forked=probe().learners_fork)
     # What its functions deserve: ex1 is a solution; ex2 as the same time_matmul without the spinners.
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -341,6 +371,60 @@ def test_nothing_a_learner_process_leaves_in_the_kernel_reaches_the_next(
         assert graded.report is not None, graded.stderr
         seen.append(graded.report["output"])
     assert all(output.count("[found] -") == 1 and output.count("[key] -") == 2 for output in seen), seen
+
+# Two learner processes of a batch side by side, forked from one server: each opens a pseudo-terminal
+# and looks, for up to 3 s, for one it did not open (its name is another's to open: same owner).
+PTY_PEEK = r'''
+import os, time
+master, slave = os.openpty()
+mine = os.path.basename(os.ttyname(slave))
+others = []
+for _ in range(30):
+    others = sorted(set(os.listdir("/dev/pts")) - {"ptmx", mine})
+    if others:
+        break
+    time.sleep(0.1)
+print("[others]", others)
+
+def pick_device():
+    return "cpu"
+'''
+
+
+@pytest.mark.skipif(not probe().learners_fork, reason="no learner process is forked here")
+def test_learner_processes_forked_side_by_side_see_no_pseudo_terminal_of_the_other(
+        tmp_path: Path, batch_forked: Callable[..., Any]) -> None:
+    """The server's /dev/pts is one devpts instance; each forked learner process mounts one of its own
+    (grader/spawn/confine.py ``enter_run``), or a pty one opened was there for the other to open."""
+    cls = tmp_path / "class"
+    for name in ("left", "right"):
+        (cls / name).mkdir(parents=True)
+        (cls / name / "ex1_device.py").write_text(PTY_PEEK, encoding="utf-8")
+    out = tmp_path / "out"
+    proc = batch_forked(str(cls), "-o", str(out), "--workers", "2", "--lang", "en")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("left", "right"):
+        report = yaml.safe_load((out / f"{name}.yaml").read_text(encoding="utf-8"))
+        assert _output(report, "others") == "[]", report["output"]
+
+
+def test_whether_learner_processes_fork_here_is_tried_not_assumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether a learner server forks isolated processes (``Isolation.forks``, what ``grader doctor``'s
+    fork-server line and the launcher read) comes, for an ordinary user, from a trial fork in a
+    server's sandbox (grader/run/isolation.py ``fork_trial``), not from what the machine should allow.
+    Here it forks; root without a pids cgroup does not; and root's bubblewrap making an ordinary
+    user's namespaces (its mounts are root's, so a child there cannot mount its /proc) is refused —
+    where a server would say so before serving, and each learner process is exec'd."""
+    found = probe()
+    assert found.forks == (found.fork_refused == "")
+    assert fork_trial(found) == "" if found.forks else "pids cgroup" in found.fork_refused
+    if found.as_root:
+        refused = fork_trial(dataclasses.replace(found, as_root=False, cgroups="", memory_cgroups=""))
+        assert "refuses a forked process namespaces of its own" in refused
+        monkeypatch.setattr(isolation, "hierarchy", lambda: "")
+        without = isolation.probe.__wrapped__()  # type: ignore[attr-defined]  # functools.cache's own function
+        assert not without.forks and "pids cgroup to hold a forked run" in without.fork_refused
+
 
 MARKLESS = r'''
 import os, subprocess, sys, time

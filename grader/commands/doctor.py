@@ -167,11 +167,12 @@ def sandbox_features() -> dict[str, tuple[bool, str]]:
     elif isolation.learners_fork:
         features["fork server"] = (True, "available (grader batch forks its processes from warm servers)")
     else:
-        features["fork server"] = (True, "judges only: bubblewrap as an ordinary user cannot fork isolated "
-                                         "processes, so each learner process is exec'd and imports torch itself "
-                                         "(same results, more CPU a learner; as root, in a container, they fork)")
+        features["fork server"] = (True, f"judges only: {isolation.fork_refused}, so each learner process is "
+                                         "exec'd in a sandbox of its own and imports torch itself (same results, "
+                                         "more CPU a learner)")
     if isolation.mode == "bwrap":
-        how = f"bubblewrap ({isolation.bwrap})" + ("; forked processes isolated too" if isolation.forks else "")
+        forked = "; forked processes isolated too" if fork and isolation.forks else ""
+        how = f"bubblewrap ({isolation.bwrap}){forked}"
         features["isolation"] = (True, how + "".join(f"; missing: {m}" for m in isolation.missing))
     else:
         features["isolation"] = (True, "none: learner code runs beside the grader, unisolated (missing: "

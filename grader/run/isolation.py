@@ -7,7 +7,8 @@ Gradescope), the learner process runs:
   namespace, whose first process it is: no other process is visible, none signalable, and when
   it ends the kernel ends everything it started;
 * as ``nobody`` (uid 65534, which owns nothing) with no capabilities and ``no_new_privs``, when the
-  grader runs as root; as the grader's own uid mapped into a user namespace otherwise;
+  grader runs as root; as the grader's own uid mapped into a user namespace (nobody there), with no
+  capabilities either, otherwise;
 * in a filesystem view where the interpreter, its packages and the learner's part of the grader
   (the layers that run in the learner process, grader/layout.py ``LEARNER_VIEW``, at ``PACKAGE_VIEW``)
   are read-only and the only writable place is its own size-limited work dir (``HOME``, a tmpfs; ``/tmp`` is inside it).
@@ -19,10 +20,15 @@ Gradescope), the learner process runs:
 A single grading execs ``bwrap … setpriv … python -m grader.learner`` (``sandboxed``, grader/run/launch.py). A batch
 keeps one learner server, shared by its workers, inside one bubblewrap sandbox and forks each run's
 process from it; the forked process enters a fresh pid, mount, IPC and network namespace of its own
-(``enter_run``: a new /proc, a new tmpfs work dir), joins its run's cgroup and drops to nobody before
-any learner code exists in it. Every sandbox refuses the kernel's keyrings, which no namespace
-separates (grader/run/seccomp.py). Fork first, then enter the namespaces: a bwrap per learner would cost a fresh
-Python (1.5 s of imports) per learner; this costs a fork (benchmarks/bench_batch.py).
+(``enter_run``: a new /proc, a new tmpfs work dir, its own pseudo-terminals), joins its run's cgroup
+and drops every capability (as root: to nobody) before any learner code exists in it. The server has
+those capabilities from root, or, for an ordinary user, from a user namespace of its own where it is
+nobody with bubblewrap's ``--cap-add ALL`` (capabilities over its own namespaces only, none outside;
+no user namespace can be made inside). Everything in a server's view that the learner's uid could
+write is read-only (its root, /dev): its children share it. Every sandbox refuses the kernel's
+keyrings, which no namespace separates (grader/run/seccomp.py). Fork first, then enter the
+namespaces: a bwrap per learner would cost a fresh Python (1.5 s of imports) per learner; this costs
+a fork (benchmarks/bench_batch.py).
 
 Where bubblewrap or namespaces are missing (a laptop, macOS, Colab's self-check), grading still
 works with ``mode: none``, and the report says which parts are missing (``Isolation.missing``).
@@ -31,6 +37,7 @@ works with ``mode: none``, and the report says which parts are missing (``Isolat
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import platform
@@ -71,17 +78,21 @@ class Isolation:
     missing: tuple[str, ...] = ()  # what this machine lacks, in words (the report lists it)
     memory_cgroups: str = ""  # the memory cgroup hierarchy runs go in ("" when there is none to use)
     seccomp: bool = False  # every sandbox refuses the kernel's keyrings (grader/run/seccomp.py)
+    fork_refused: str = ""  # why a learner server cannot fork isolated processes here, in words ("" where it can)
 
     @property
     def forks(self) -> bool:
-        """Whether a learner server can fork isolated processes (needs root: fresh namespaces and cgroups)."""
-        return self.mode == "bwrap" and self.as_root and bool(self.cgroups)
+        """Whether a learner server forks isolated processes: as root, with cgroups to hold each run;
+        as an ordinary user, from inside a user namespace of its own, where a trial fork worked
+        (``probe``; its children are found by their process tree, as an exec'd sandbox's)."""
+        return self.mode == "bwrap" and not self.fork_refused
 
     @property
     def learners_fork(self) -> bool:
         """Whether a learner process comes forked from a warm server here (grader/run/launch.py
-        ``ForkLauncher``): always without a sandbox, in one only where the server ``forks``. Elsewhere
-        (bubblewrap as an ordinary user) each is exec'd, and imports torch of its own."""
+        ``ForkLauncher``): always without a sandbox, in one where the server ``forks``. Elsewhere
+        each is exec'd, and imports torch of its own. (A server that finds it cannot isolate a child
+        on this kernel says so when it starts, and its processes are exec'd too.)"""
         return self.mode != "bwrap" or self.forks
 
 
@@ -128,6 +139,11 @@ def probe() -> Isolation:
         where = f"for {platform.machine()}" if program is None else f"({refused})"
         missing = (*missing, f"a seccomp filter {where}: the kernel's keyrings are shared between learner processes")
     isolation = Isolation("bwrap", bwrap, as_root, cgroups, missing, memory, seccomp)
+    # Root forks where a pids cgroup holds each run; an ordinary user where a trial fork works.
+    refused = ("bubblewrap as root without a pids cgroup to hold a forked run" if as_root and not cgroups
+               else "" if as_root else fork_trial(isolation))
+    if refused:
+        isolation = dataclasses.replace(isolation, fork_refused=refused)
     lost = _gpus_lost_inside(isolation)
     if lost:  # grading a GPU machine's learners without their GPU would be unfair: no sandbox, said so
         return Isolation("none", missing=(lost,))
@@ -149,6 +165,26 @@ def _trial(bwrap: str, as_root: bool, program: bytes | None) -> str:
     if proc.returncode != 0:
         reason = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
         return f"bubblewrap: {reason[:160]}"
+    return ""
+
+
+FORK_TRIAL = "import sys\nfrom grader.spawn.confine import isolates\nsys.exit(0 if isolates(16) else 3)"
+
+
+def fork_trial(isolation: Isolation) -> str:
+    """Why a learner server with this isolation could not fork isolated processes ("" when it can): a
+    sandbox as the server's, whose child enters namespaces of its own and drops its capabilities
+    (grader/spawn/confine.py ``isolates``; a server asks the same before it serves). 0.1 s, once a
+    process (``probe``), for an ordinary user only: a kernel or security module may refuse it what
+    bubblewrap allowed (seen inside a user namespace another tool made)."""
+    try:
+        with sandboxed(isolation, [sys.executable, "-c", FORK_TRIAL], {}, 16, server=True) as (argv, fds):
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, pass_fds=fds, cwd="/")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if proc.returncode != 0:
+        return "this kernel refuses a forked process namespaces of its own" + (
+            f" ({proc.stderr.strip().splitlines()[-1][:160]})" if proc.stderr.strip() else "")
     return ""
 
 
@@ -177,12 +213,16 @@ def _gpus_lost_inside(isolation: Isolation) -> str:
     return ""
 
 
-def namespace_args(as_root: bool) -> list[str]:
-    """Every namespace but the mount one's contents: no network, its own pids, ipc, hostname."""
+def namespace_args(as_root: bool, *, server: bool = False) -> list[str]:
+    """Every namespace but the mount one's contents: no network, its own pids, ipc, hostname. An
+    ordinary user's learner server keeps every capability inside its user namespace, to give each
+    child namespaces of its own (grader/spawn/confine.py ``enter_run``), which the child then drops."""
     args = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session"]
     if not as_root:  # an unprivileged user gets namespaces through a user namespace of its own
         args += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--disable-userns"]
+        if server:
+            args += ["--cap-add", "ALL"]
     return args
 
 
@@ -272,6 +312,9 @@ def view_args(work_mb: int) -> list[str]:
         args += ["--dev-bind-try", f"/dev/nvidia{index}", f"/dev/nvidia{index}"]
     args += ["--size", size, "--perms", "0777", "--tmpfs", HOME, "--perms", "1777", "--dir", f"{HOME}/tmp"]
     args += ["--remount-ro", "/tmp"] if tmp_own else ["--symlink", f"{HOME}/tmp", "/tmp"]
+    # Nothing but the work dir is writable: bubblewrap makes the root and /dev as the sandbox's uid,
+    # which in a user namespace is the learner's own (and, in a server's, every child's).
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     return [*args, "--chdir", HOME]
 
 
@@ -304,19 +347,20 @@ def sandboxed(isolation: Isolation, argv: list[str], env: Mapping[str, str], wor
     when the block ends (once the process has started). The learner process (``server=False``)
     drops to nobody; its pid namespace's first process is bubblewrap's init (root's: not signalable
     by nobody), and when the learner process ends, the init ends, and the kernel ends the rest. A
-    learner fork server (``server=True``) stays root inside, with the capabilities to give each
-    forked process namespaces of its own (``enter_run``), which then drops them.
+    learner fork server (``server=True``) keeps its capabilities inside (root's; an ordinary user's
+    over its own user namespace only), to give each forked process namespaces of its own
+    (grader/spawn/confine.py ``enter_run``), which then drops them.
 
     bubblewrap reads its options from a pipe (``--args FD``), so that its init's command line,
     which anyone in the sandbox can read in /proc/1/cmdline, names no path outside the sandbox;
     the command itself stays on the command line (bubblewrap wants it there)."""
-    as_root = isolation.as_root or server
     # The keyrings refused (grader/run/seccomp.py) where the probe found the filter works; a server's
     # children inherit it.
     filter_options, filter_fds = _filter_options(filter_program() if isolation.seccomp else None)
     fds = list(filter_fds)
     try:
-        options = [*namespace_args(as_root), *view_args(work_mb), *env_args(env), *filter_options]
+        options = [*namespace_args(isolation.as_root, server=server), *view_args(work_mb), *env_args(env),
+                   *filter_options]
         drop = drop_args() if isolation.as_root and not server else []
         data = b"".join(option.encode() + b"\0" for option in options)
         if len(data) > PIPE_BUFFER:

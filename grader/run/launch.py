@@ -36,6 +36,7 @@ from typing import IO, Protocol
 
 from grader.run import isolation as iso
 from grader.run.isolation import Isolation
+from grader.run.reaper import run_tree
 from grader.run.share import WHOLE, Share
 from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, join_cgroup
 from grader.wire.codec import ProtocolError, decode, encode
@@ -52,6 +53,9 @@ from grader.wire.messages import (
 )
 
 READY_TIMEOUT_S = 300.0
+# The pid of a child that ended before the grader found it: above any pid the kernel gives (2**22), so
+# that no process has it, nothing is under it, and a signal sent to it reaches no one (never -1 or 0).
+GONE = 2**31 - 1
 TOKEN_LENGTH = 32
 
 
@@ -176,12 +180,17 @@ class ServerGone(Exception):
 
 
 class ForkedChild:
-    """A child forked by a server, as the sandbox sees a Popen."""
+    """A child forked by a server, as the sandbox sees a Popen. ``pid`` is the server's name for it;
+    ``host`` its pid in the grader's namespace where the grader finds its processes by their tree
+    (an ordinary user's isolated server: no cgroup holds them), else None."""
 
-    def __init__(self, server: ForkServer, pid: int, stdin: int, stdout: int) -> None:
+    def __init__(self, server: ForkServer, pid: int, stdin: int, stdout: int, host: int | None = None) -> None:
         self._server = server
-        self.pid = pid
-        self.host_pid = not server.isolated  # an isolated server's pids are of its own namespace
+        self._key = pid  # how the server names it in ForkExited
+        # A root server's isolated children are found by their cgroup; their pids are of its namespace.
+        self.host_pid = not server.isolated or server.by_tree
+        # Found by its tree: one not found had already ended, and its pid namespace with it (GONE: no tree).
+        self.pid = (host if host is not None else GONE) if server.by_tree else pid
         self.returncode: int | None = None
         self.stdin: IO[bytes] = os.fdopen(stdin, "wb")
         self.stdout: IO[bytes] = os.fdopen(stdout, "rb", buffering=0)
@@ -193,14 +202,14 @@ class ForkedChild:
     def wait(self, timeout: float | None = None) -> int:
         code = self._settle(timeout)
         if code is None:
-            raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout or 0.0)
+            raise subprocess.TimeoutExpired(f"forked child {self._key}", timeout or 0.0)
         return code
 
     def _settle(self, timeout: float | None) -> int | None:
         """The exit status, once known within ``timeout`` (None: however long it takes)."""
         if self.returncode is not None:
             return self.returncode
-        code = self._server.exit_of(self.pid, timeout)
+        code = self._server.exit_of(self._key, timeout)
         if code is not None:
             self.returncode = iso.exit_status(code) if self._server.isolated else code
         elif self._server.gone:
@@ -213,6 +222,21 @@ class ForkedChild:
                 time.sleep(0.05)
             self.returncode = -signal.SIGKILL  # exit status unknown: what the grader does to it anyway
         return self.returncode
+
+
+def _host_pid(server: int, pid: int) -> int | None:
+    """The grader's pid for the process an isolated server (under bubblewrap's process ``server``)
+    knows as ``pid``: the one of the server's descendants one pid namespace down (status's NSpid:
+    the grader's pid, then the server's; a learner's processes are a namespace deeper still)."""
+    for found in run_tree(server):
+        try:
+            with open(f"/proc/{found}/status", encoding="ascii", errors="replace") as status:
+                levels = next((line.split()[1:] for line in status if line.startswith("NSpid:")), [])
+        except OSError:
+            continue
+        if len(levels) == 2 and levels[1] == str(pid):
+            return found
+    return None
 
 
 def _running(pid: int) -> bool:
@@ -235,6 +259,9 @@ class ForkServer:
         self.sock = ours
         self.role = role
         self.isolated = role == "learner" and isolation.forks
+        # An ordinary user's: no cgroup holds its children's processes, so the grader finds them by
+        # their process tree, from their pids in its own namespace (grader/run/reaper.py).
+        self.by_tree = self.isolated and not isolation.as_root
         self.gone = False  # the server died, or said what is not one of its messages
         self._changed = threading.Condition()
         self._started: list[int] = []  # the pid of the one request in flight, once forked
@@ -338,7 +365,7 @@ class ForkServer:
             os.close(stdout_r)
             self.close()
             raise ServerGone(f"the {self.role} fork server died")
-        child = ForkedChild(self, pid, stdin_w, stdout_r)
+        child = ForkedChild(self, pid, stdin_w, stdout_r, _host_pid(self.process.pid, pid) if self.by_tree else None)
         child.fds = tuple(range(FIRST_FD, FIRST_FD + len(spawn.fds)))
         return child
 

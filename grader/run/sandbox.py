@@ -357,7 +357,7 @@ class _Runner:
         if pair.token:
             kill_everything(pair.learner.pid, pair.token)
         elif pair.learner.host_pid:
-            kill_tree(pair.learner.pid)  # the sandbox's own process, with its init (a forked one has a cgroup)
+            kill_tree(pair.learner.pid)  # the sandbox's own process, with its init (a root server's child has a cgroup)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pair.judge.pid, signal.SIGKILL)
         pair.learner.wait()

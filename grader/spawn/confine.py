@@ -2,9 +2,10 @@
 in each child, exec'd (grader/run/launch.py) or forked from a server (grader/spawn/forkserver.py).
 
 Its own session and the course's resource limits; inside a forked, isolated learner process a
-fresh pid, mount, IPC and network namespace with a new work dir (``enter_run``), its run's cgroup
-(``join_cgroup``) and nobody's uid (``drop_privileges``). Runs in the learner process and in the
-fork servers, so it imports nothing of the grader but the wire (grader/layout.py).
+fresh pid, mount, IPC and network namespace with a new work dir and pseudo-terminals of its own
+(``enter_run``), its run's cgroup (``join_cgroup``) and no capability, as nobody (``drop_privileges``).
+Runs in the learner process and in the fork servers, so it imports nothing of the grader but the
+wire (grader/layout.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,17 @@ def apply_limits(limits: Limits | None, *, judge: bool = False) -> None:
 # -- in a forked learner process, inside the server's sandbox (grader/spawn/forkserver.py) --------------
 _CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWIPC, _CLONE_NEWNET = 0x00020000, 0x20000000, 0x08000000, 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
-_PR_SET_NO_NEW_PRIVS, _PR_SET_PDEATHSIG = 38, 1
+_PR_SET_NO_NEW_PRIVS, _PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT = 38, 1, 24, 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32))
 
 
 def _libc() -> ctypes.CDLL:
@@ -90,10 +101,15 @@ def enter_run(work_mb: int) -> None:
     _check(libc.mount(b"tmpfs", HOME.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options), f"mount {HOME}")
     os.mkdir(f"{HOME}/tmp", 0o1777)
     os.chmod(f"{HOME}/tmp", 0o1777)
+    # Pseudo-terminals of its own: the server's /dev/pts is one instance, where a pty one learner
+    # process opened is another's to open (its owner is the same nobody).
+    _check(libc.mount(b"devpts", b"/dev/pts", b"devpts", _MS_NOSUID | _MS_NOEXEC,
+                      b"newinstance,ptmxmode=0666,mode=0620"), "mount /dev/pts")
     learner = os.fork()
     if not learner:
         _check(libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl")
         return
+    os.closerange(3, 65536)  # the init keeps none of the run's fds (the learner process's pipes, its socket)
     while True:  # the init: reap whatever is orphaned to it, until the learner process ends
         pid, status = os.wait()
         if pid == learner:
@@ -101,11 +117,51 @@ def enter_run(work_mb: int) -> None:
 
 
 def drop_privileges() -> None:
-    """Become nobody, with no capability and no way to gain one (setuid from root clears them)."""
-    os.setgroups([])
-    os.setresgid(NOBODY, NOBODY, NOBODY)
-    os.setresuid(NOBODY, NOBODY, NOBODY)
-    _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+    """Keep no capability and no way to gain one. As root (a server run by root): become nobody, which
+    clears them. In a user namespace (a server run by an ordinary user, already nobody there, whose
+    capabilities made the namespaces above): clear them. Either way the bounding set is emptied
+    first (while CAP_SETPCAP is held), so that nothing exec'd gets one back, and ``no_new_privs``."""
+    libc = _libc()
+    last = _last_capability()
+    for cap in range(last + 1):
+        _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), f"prctl(PR_CAPBSET_DROP, {cap})")
+    with contextlib.suppress(OSError):  # kernels before 4.3 have no ambient set, and so none to clear
+        _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT)")
+    if os.getuid() == 0:
+        os.setgroups([])
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)
+    _check(libc.capset(ctypes.byref(_CapHeader(_CAPABILITY_VERSION_3, 0)), (_CapData * 2)()), "capset")
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise OSError("still root after dropping privileges")
+
+
+def isolates(work_mb: int) -> bool:
+    """Whether a child forked here can enter namespaces of its own and drop its capabilities: a
+    kernel or security module may refuse what bubblewrap allowed (root's bubblewrap making an
+    ordinary user's namespaces; a policy that takes capabilities from user namespaces). A learner
+    server asks before it serves (the grader then execs instead); so does the grader's probe of the
+    machine, from a sandbox as a server's (grader/run/isolation.py ``fork_trial``)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            enter_run(work_mb)
+            drop_privileges()
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def _last_capability() -> int:
+    """The highest capability this kernel knows (40 on Linux 5.9 and later)."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as last:
+            return int(last.read())
+    except (OSError, ValueError):
+        return 40
 
 
 def join_cgroup(fds: tuple[int, ...]) -> None:

@@ -29,7 +29,7 @@ import socket
 import sys
 import traceback
 
-from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privileges, enter_run, join_cgroup
+from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privileges, enter_run, isolates, join_cgroup
 from grader.wire.codec import decode, encode
 from grader.wire.messages import IMPORTED_AHEAD, ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
 
@@ -156,7 +156,8 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
     (grader/reference/problems.py, tests/test_reference.py), so its server neither."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
-    if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge"):
+    if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge") or (
+            isolated and not isolates(work_mb)):
         sock.send(encode(ServerReady(ok=False)))
         return
     # A child's end wakes the loop through a pipe (no thread: a server that forks must have one only).
