@@ -70,3 +70,32 @@ def test_an_apple_gpu() -> None:
 def test_a_wrong_kind_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="'cuda' or 'mps'"), grader.emulated("tpu"):
         pass
+
+
+def test_threads_the_code_starts_see_the_device_as_on_a_gpu() -> None:
+    """A GPU is the whole process's: a thread pool's workers and a DataLoader's pin-memory thread
+    use it as the thread that opened it does, while what PyTorch keeps per thread (autocast, the
+    default device) starts afresh there, as on a GPU. PyTorch keeps modes per thread, so without
+    grader/emulation/standin.py ``_every_thread`` a thread saw this CPU build's "no CUDA" instead."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def in_a_thread(x: torch.Tensor) -> tuple[str, bool, bool, bool]:
+        y = x.to("cuda") @ x.to("cuda")
+        return str(y.device), y.is_cuda, torch.is_autocast_enabled("cuda"), torch.randn(2).is_cuda
+
+    with grader.emulated("cuda") as gpu:
+        torch.set_default_device("cuda")
+        with torch.autocast("cuda", dtype=torch.float16), ThreadPoolExecutor(2) as pool:
+            seen = list(pool.map(in_a_thread, [torch.ones(4, 4, device="cpu")] * 3))
+        assert torch.randn(2).is_cuda  # this thread's default device: kept
+        torch.set_default_device(None)
+        assert seen == [("cuda:0", True, False, False)] * 3
+        assert gpu.memory_allocated() == 0  # what the threads made there was counted, and freed
+        assert gpu.max_memory_allocated() > 0
+        loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=4, pin_memory=True)
+        batches = [batch.to("cuda", non_blocking=True) for (batch,) in loader]
+        assert [b.is_cuda for b in batches] == [True, True] and torch.cat(batches).sum().item() == 28.0
+    with ThreadPoolExecutor(1) as pool:  # once the block ends, threads see this CPU build again
+        assert not pool.submit(torch.cuda.is_available).result()

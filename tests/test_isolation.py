@@ -59,7 +59,7 @@ def _writes(folder):
     except OSError:
         return False
 # Every mounted folder it can leave a file in (a forked process's view is its server's, which its
-# neighbours share): its work dir, nothing else.
+# neighbours share): its work dir and its POSIX shared memory, both its own, nothing else.
 _mounts = {line.split()[4] for line in open("/proc/self/mountinfo") if " - proc " not in line}
 _say("writable", sorted(m for m in _mounts | {"/", "/dev", "/dev/shm", "/opt"} if os.path.isdir(m) and _writes(m)))
 _say("forked", sys.modules["__main__"].__spec__.name == "grader.spawn.forkserver")
@@ -226,7 +226,7 @@ def _assert_contained(attacker: dict[str, Any], received: list[bytes], before: d
     # is nobody, as an ordinary user nobody in a user namespace, where a forked one's server holds
     # every capability (grader/spawn/confine.py ``drop_privileges``).
     assert ast.literal_eval(_output(attacker, "caps")) == [0, 0, 0, 0, 0, 1]
-    assert ast.literal_eval(_output(attacker, "writable")) == ["/learner"]
+    assert ast.literal_eval(_output(attacker, "writable")) == ["/dev/shm", "/learner"]
     # Its pid namespace's init and itself: nothing else, and the init is not signalable. As root the init
     # is root's, and the kill is refused; an ordinary user's sandbox maps one uid, so the init has the
     # learner's, and the kernel drops a SIGKILL sent to a namespace's init from inside it: accepted, and
@@ -340,6 +340,13 @@ print("[found]", ctypes.string_at(libc.shmat(found, None, 0)).decode() if found 
 made = libc.shmget(KEY, 4096, 0o1666)  # IPC_CREAT | 0666
 if made >= 0:
     ctypes.memmove(libc.shmat(made, None, 0), b"left-by-{name}\0", len("left-by-{name}") + 1)
+import os
+try:  # POSIX shared memory (shm_open's files, a DataLoader's batches)
+    print("[shm]", open("/dev/shm/grader-test-left").read())
+except OSError:
+    print("[shm] -")
+with open("/dev/shm/grader-test-left", "w") as left:
+    left.write("left-by-{name}")
 
 ADD_KEY, KEYCTL = {{"x86_64": (248, 250), "aarch64": (217, 219)}}[platform.machine()]
 USER, SEARCH, READ, PERSISTENT = -4, 10, 11, 22
@@ -359,9 +366,10 @@ def test_nothing_a_learner_process_leaves_in_the_kernel_reaches_the_next(
         tmp_path: Path, grade: Callable[..., Graded], grade_forked: Callable[..., Graded]) -> None:
     """Three gradings one after the other: forked from this test process's warm server (its sandbox
     has one IPC namespace), exec'd (``grader grade``'s own sandbox), forked again. What one left in
-    System V shared memory or in nobody's keyrings, the next does not find: each forked learner
-    process gets IPC and network namespaces of its own (grader/spawn/confine.py ``enter_run``), and
-    every sandbox refuses the keyrings, which no namespace separates (grader/run/seccomp.py)."""
+    System V shared memory, /dev/shm or nobody's keyrings, the next does not find: each forked learner
+    process gets IPC and network namespaces and a /dev/shm of its own (grader/spawn/confine.py
+    ``enter_run``), and every sandbox refuses the keyrings, which no namespace separates
+    (grader/run/seccomp.py)."""
     seen = []
     for name, grading in (("first", grade_forked), ("second", grade), ("third", grade_forked)):
         folder = tmp_path / name
@@ -370,7 +378,8 @@ def test_nothing_a_learner_process_leaves_in_the_kernel_reaches_the_next(
         graded = grading(folder)
         assert graded.report is not None, graded.stderr
         seen.append(graded.report["output"])
-    assert all(output.count("[found] -") == 1 and output.count("[key] -") == 2 for output in seen), seen
+    assert all(output.count("[found] -") == 1 and output.count("[key] -") == 2 and output.count("[shm] -") == 1
+               for output in seen), seen
 
 # Two learner processes of a batch side by side, forked from one server: each opens a pseudo-terminal
 # and looks, for up to 3 s, for one it did not open (its name is another's to open: same owner).

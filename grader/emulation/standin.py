@@ -24,6 +24,11 @@ where PyTorch itself defines a device's semantics, not from the Python names cod
 * **the clocks** (grader/emulation/clocks.py): with ``virtual_clock=True`` every clock of the
   standard library reads the virtual timeline, deterministically, however loaded the machine is.
 
+PyTorch keeps modes per thread; a GPU is the whole process's. Every thread started while a stand-in is
+open (a DataLoader's pin-memory thread, a thread pool's workers) enters its surface and dispatcher too
+(``_every_thread``), and keeps its own per-call contexts; autocast and the default device, per thread
+in PyTorch, start afresh there as on a GPU.
+
 Kernels are asynchronous: launching costs the host a few microseconds, the kernel finishes later,
 and only a synchronize (``.item()``, a blocking ``.cpu()`` …) makes the host wait. A device→host
 copy with ``non_blocking=True`` lands only at the next synchronize: read before, it holds zeros,
@@ -33,6 +38,7 @@ as on a GPU it would hold whatever was there.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -161,7 +167,7 @@ class StandIn:
         self.virtual_clock = virtual_clock
         self.code = code
         self.generator = torch.Generator()  # the device's own, seeded as CUDA's default generator is
-        self.contexts: list[bool] = []  # per torch-function call: its tensors are on the device
+        self._thread = _PerThread()  # each thread's own torch-function calls (``contexts``)
         self.capture: list[tuple[Any, Any, Any, Any]] | None = None  # a CUDA graph being captured
         self.peak = 0
         self.peak_reserved = 0
@@ -174,6 +180,11 @@ class StandIn:
         self._warm: set[torch.dtype] = set()
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # non_blocking copies to the host
         self._stack = contextlib.ExitStack()
+
+    @property
+    def contexts(self) -> list[bool]:
+        """Per torch-function call of this thread: whether its tensors are on the device."""
+        return self._thread.contexts
 
     # -- where tensors live -----------------------------------------------------------------
     def where(self, t: torch.Tensor) -> Place:
@@ -510,6 +521,7 @@ class StandIn:
             # Closed before the surface's mode is popped: see _restore_default_device.
             self._stack.callback(_restore_default_device, saved)
             self._stack.enter_context(_Dispatch(self))
+            self._stack.enter_context(_every_thread(self))
         except BaseException:
             self._stack.close()
             raise
@@ -517,6 +529,30 @@ class StandIn:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+
+class _PerThread(threading.local):
+    def __init__(self) -> None:
+        self.contexts: list[bool] = []
+
+
+@contextlib.contextmanager
+def _every_thread(device: StandIn) -> Iterator[None]:
+    """The device in every thread the learner's code starts while it is open (a DataLoader's
+    pin-memory thread, a thread pool): PyTorch keeps modes per thread, and a GPU is the whole
+    process's. What PyTorch keeps per thread on a GPU too (autocast, grad mode, the default device)
+    starts afresh there, as it does on one."""
+    original = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]  # what runs every thread
+
+    def bootstrap(thread: threading.Thread) -> None:
+        with Surface(device), _Dispatch(device):
+            original(thread)
+
+    threading.Thread._bootstrap_inner = bootstrap  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        threading.Thread._bootstrap_inner = original  # type: ignore[attr-defined]
 
 
 def _default_device_context() -> Any:

@@ -42,12 +42,17 @@ def _device_constructors() -> Any:
 
 
 def _default_device() -> torch.device | None:
-    """The device torch.set_default_device (or ``with torch.device(...)``) made the default, if any.
-    Its mode sits at the bottom of the mode stack, below this one: it has not yet filled it in."""
-    from torch.utils import _device
+    """The device torch.set_default_device (or ``with torch.device(...)``) made this thread's default,
+    if any. Its mode sits at the bottom of the thread's mode stack, below this one: it has not yet
+    filled it in. (Not ``torch.utils._device.CURRENT_DEVICE``, one for the whole process: another
+    thread's default is not this one's, on a GPU as here.)"""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
 
-    current = _device.CURRENT_DEVICE
-    return current if isinstance(current, torch.device) else None
+    for mode in reversed(_get_current_function_mode_stack()):
+        if isinstance(mode, DeviceContext):
+            return torch.device(mode.device)
+    return None
 
 
 class Placed(Protocol):
@@ -57,7 +62,8 @@ class Placed(Protocol):
     def kind(self) -> str: ...
 
     index0: torch.device
-    contexts: list[bool]
+    @property
+    def contexts(self) -> list[bool]: ...
 
     def on_device(self, t: torch.Tensor) -> bool: ...
 

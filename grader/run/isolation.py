@@ -53,7 +53,7 @@ from grader.paths import PROJECT_ROOT, package_file
 from grader.run.cgroups import hierarchy, memory_hierarchy
 from grader.run.seccomp import filter_program
 from grader.score.results import IsolationMode
-from grader.spawn.confine import HOME, NOBODY
+from grader.spawn.confine import HOME, NOBODY, SHM
 from grader.wire.messages import MiB
 
 PACKAGE_VIEW = "/opt/grader-learner"  # where the learner's part of the grader is, read-only
@@ -312,8 +312,11 @@ def view_args(work_mb: int) -> list[str]:
         args += ["--dev-bind-try", f"/dev/nvidia{index}", f"/dev/nvidia{index}"]
     args += ["--size", size, "--perms", "0777", "--tmpfs", HOME, "--perms", "1777", "--dir", f"{HOME}/tmp"]
     args += ["--remount-ro", "/tmp"] if tmp_own else ["--symlink", f"{HOME}/tmp", "/tmp"]
-    # Nothing but the work dir is writable: bubblewrap makes the root and /dev as the sandbox's uid,
-    # which in a user namespace is the learner's own (and, in a server's, every child's).
+    # POSIX shared memory of its own (a DataLoader's workers hand tensors over in /dev/shm), as large
+    # as its work dir; a forked learner process mounts a fresh one (grader/spawn/confine.py ``enter_run``).
+    args += ["--size", size, "--perms", "1777", "--tmpfs", SHM]
+    # Nothing else is writable: bubblewrap makes the root and /dev as the sandbox's uid, which in a
+    # user namespace is the learner's own (and, in a server's, every child's).
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     return [*args, "--chdir", HOME]
 

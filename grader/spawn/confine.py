@@ -21,7 +21,8 @@ from grader.wire.messages import Limits, MiB
 FIRST_FD = 3  # where a child finds the fds it was passed, in order
 TOKEN_VAR = "GRADER_RUN_TOKEN"  # every learner process of a run carries it (grader/run/reaper.py)
 NOBODY = 65534
-HOME = "/learner"  # the learner's work dir inside the sandbox: a tmpfs, the only writable place
+HOME = "/learner"  # the learner's work dir inside the sandbox: a tmpfs, the only writable place but SHM
+SHM = "/dev/shm"  # the learner process's POSIX shared memory: a tmpfs of its own, as large as HOME
 
 
 def apply_limits(limits: Limits | None, *, judge: bool = False) -> None:
@@ -101,6 +102,8 @@ def enter_run(work_mb: int) -> None:
     _check(libc.mount(b"tmpfs", HOME.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options), f"mount {HOME}")
     os.mkdir(f"{HOME}/tmp", 0o1777)
     os.chmod(f"{HOME}/tmp", 0o1777)
+    shm = f"size={work_mb * MiB},mode=1777".encode()
+    _check(libc.mount(b"tmpfs", SHM.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, shm), f"mount {SHM}")
     # Pseudo-terminals of its own: the server's /dev/pts is one instance, where a pty one learner
     # process opened is another's to open (its owner is the same nobody).
     _check(libc.mount(b"devpts", b"/dev/pts", b"devpts", _MS_NOSUID | _MS_NOEXEC,
