@@ -542,7 +542,10 @@ def _every_thread(device: StandIn) -> Iterator[None]:
     pin-memory thread, a thread pool): PyTorch keeps modes per thread, and a GPU is the whole
     process's. What PyTorch keeps per thread on a GPU too (autocast, grad mode, the default device)
     starts afresh there, as it does on one."""
-    original = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]  # what runs every thread
+    original = getattr(threading.Thread, "_bootstrap_inner", None)  # what runs every thread (CPython 3.x)
+    if original is None:  # another interpreter's threading: threads see the CPU build, as before
+        yield
+        return
 
     def bootstrap(thread: threading.Thread) -> None:
         with Surface(device), _Dispatch(device):
