@@ -99,3 +99,25 @@ def test_threads_the_code_starts_see_the_device_as_on_a_gpu() -> None:
         assert [b.is_cuda for b in batches] == [True, True] and torch.cat(batches).sum().item() == 28.0
     with ThreadPoolExecutor(1) as pool:  # once the block ends, threads see this CPU build again
         assert not pool.submit(torch.cuda.is_available).result()
+
+
+# PyTorch's own: torch.compile imports inductor, whose torch.utils.mkldnn still uses torch.jit.script_method.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_a_compiled_model_runs_on_each_stand_in_in_turn() -> None:
+    """``torch.compile`` in the learner's code (nanochat, timm's --torchcompile) under one stand-in, then
+    another: Dynamo leaves a frame alone while a dispatch mode is on the stack, but a mode is off it
+    while its own ``__torch_dispatch__`` runs, and there Dynamo compiled the stand-in itself, then
+    replayed the first session's device in the second ("cuda doesn't match the current accelerator
+    mps"). grader/reference/meter.py ``never_compiled`` keeps the grader's modes out of Dynamo."""
+    torch.manual_seed(0)
+    plain = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    model = torch.compile(plain)
+    x = torch.randn(4, 8)
+    expected = plain(x).detach()
+    for kind in ("cuda", "mps", "cuda"):
+        with grader.emulated(kind) as gpu:
+            model.to(kind)
+            out = model(x.to(kind))
+            assert out.device.type == kind and gpu.max_memory_allocated() > 0
+            torch.testing.assert_close(out.cpu(), expected)
+        model.to("cpu")

@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.emulation import ops
-from grader.reference.meter import MemoryMeter, counted, tensors
+from grader.reference.meter import MemoryMeter, counted, never_compiled, tensors
 from grader.wire.messages import Event
 
 Record = Callable[..., None]  # record(kind, device="", dtype="")
@@ -71,3 +71,6 @@ class Observer(TorchDispatchMode):
             last = self.events[-1] if self.events else None
             if not (last and last.kind == "op" and last.device == device and last.dtype == dtype):
                 self.record("op", device, dtype)  # one event per run of ops on one device and dtype
+
+
+never_compiled(Observer.__torch_dispatch__)

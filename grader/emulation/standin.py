@@ -54,7 +54,7 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patc
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.surface import Surface
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
-from grader.reference.meter import MemoryMeter, counted, handle_expired, storage_gone, tensors
+from grader.reference.meter import MemoryMeter, counted, handle_expired, never_compiled, storage_gone, tensors
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
 
@@ -529,6 +529,9 @@ class StandIn:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+
+never_compiled(_Dispatch.__torch_dispatch__, Surface.__torch_function__)
 
 
 class _PerThread(threading.local):

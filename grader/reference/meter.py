@@ -71,6 +71,21 @@ def tensors(obj: Any) -> list[torch.Tensor]:
     return found
 
 
+def never_compiled(*functions: Any) -> None:
+    """torch.compile in the learner's code never compiles the grader's modes (a meter, the observer,
+    the stand-in). Dynamo skips a frame while a dispatch mode is on the stack, but a mode is off the
+    stack while its own ``__torch_dispatch__`` runs: there Dynamo compiled the stand-in itself,
+    guarded on the tensors alone, and replayed one session's device in the next ("cuda doesn't
+    match the current accelerator mps"). These frames, and every frame they call, run as written
+    (PyTorch's own per-code switch, in C: nothing of Dynamo imported)."""
+    try:
+        from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
+    except ImportError:  # a PyTorch without it: no Dynamo to keep out either
+        return
+    for function in functions:
+        set_code_exec_strategy(function.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP))
+
+
 class MemoryMeter(TorchDispatchMode):
     """Counts live storages created while active; optionally enforces a budget in bytes."""
 
@@ -145,3 +160,6 @@ class MemoryMeter(TorchDispatchMode):
             f"(grader's memory budget {budget / MiB:.2f} MiB on {self.device_label}; "
             f"{live / MiB:.2f} MiB already allocated; {max(budget - live, 0) / MiB:.2f} MiB free)"
         )
+
+
+never_compiled(MemoryMeter.__torch_dispatch__)
