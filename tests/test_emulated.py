@@ -121,3 +121,26 @@ def test_a_compiled_model_runs_on_each_stand_in_in_turn() -> None:
             assert out.device.type == kind and gpu.max_memory_allocated() > 0
             torch.testing.assert_close(out.cpu(), expected)
         model.to("cpu")
+
+
+def test_data_parallel_on_one_stand_in_gpu_runs_as_on_one_gpu() -> None:
+    """``nn.DataParallel(model)`` unguarded by ``device_count() > 1`` (older tutorials): on one GPU its
+    forward scatters the batch with torch.cuda.comm, whose C layer a CPU build lacks ("module 'torch._C'
+    has no attribute '_scatter'"); the stand-in's is copies between its devices, as any ``.to()``."""
+    import torch.cuda.comm
+
+    torch.manual_seed(0)
+    plain = torch.nn.Linear(8, 2)
+    x = torch.randn(6, 8)
+    expected = plain(x).detach()
+    with grader.emulated("cuda") as gpu:
+        model = torch.nn.DataParallel(plain.to("cuda"))
+        out = model(x.to("cuda"))
+        out.sum().backward()
+        assert out.device == torch.device("cuda", 0) and plain.weight.grad is not None and plain.weight.grad.is_cuda
+        torch.testing.assert_close(out.cpu(), expected)
+        parts = torch.cuda.comm.scatter(x, devices=[0], dim=0)
+        assert [p.device for p in parts] == [torch.device("cuda", 0)] and gpu.max_memory_allocated() > 0
+        assert torch.cuda.comm.gather([x.to("cuda")], dim=0, destination="cpu").device.type == "cpu"
+        assert [t.device for t in torch.cuda.comm.broadcast(x, devices=[0])] == [torch.device("cuda", 0)]
+    plain.to("cpu")

@@ -312,7 +312,26 @@ class CudaRuntime:
             "_nccl_reduce_scatter": lambda inputs, outputs, *rest: _copy_each(inputs, outputs),
             "_nccl_unique_id": lambda: b"\0" * 128,
             "_nccl_init_rank": lambda *a: None,
+            # torch.cuda.comm (nn.DataParallel's scatter and gather, replicate's broadcasts): copies
+            # between this machine's devices, through the stand-in like any .to().
+            "_scatter": self._scatter,
+            "_gather": self._gather,
+            "_broadcast": lambda tensor, devices: [tensor.to(self._device(d)) for d in devices],
+            "_broadcast_coalesced": lambda tensors, devices, buffer_size=0: [
+                [t.to(self._device(d)) for t in tensors] for d in devices],
         }
+
+    def _device(self, index: int | None) -> torch.device:
+        """A device of this machine by index, as torch.cuda.comm names them (-1: the CPU; None: the current)."""
+        return torch.device("cpu") if index == -1 else torch.device("cuda", self._check(-1 if index is None else index))
+
+    def _scatter(self, tensor: torch.Tensor, devices: list[int], chunk_sizes: list[int] | None = None, dim: int = 0,
+                 streams: Any = None) -> tuple[torch.Tensor, ...]:
+        chunks = tensor.split(list(chunk_sizes), dim) if chunk_sizes else tensor.chunk(len(devices), dim)
+        return tuple(chunk.to(self._device(d), non_blocking=True) for chunk, d in zip(chunks, devices, strict=False))
+
+    def _gather(self, tensors: list[torch.Tensor], dim: int = 0, destination: int | None = None) -> torch.Tensor:
+        return torch.cat([t.to(self._device(destination)) for t in tensors], dim)
 
     def _sleep(self, cycles: int) -> None:
         if self.s is not None:
