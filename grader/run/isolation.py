@@ -11,7 +11,8 @@ Gradescope), the learner process runs:
   capabilities either, otherwise;
 * in a filesystem view where the interpreter, its packages and the learner's part of the grader
   (the layers that run in the learner process, grader/layout.py ``LEARNER_VIEW``, at ``PACKAGE_VIEW``)
-  are read-only and the only writable place is its own size-limited work dir (``HOME``, a tmpfs; ``/tmp`` is inside it).
+  are read-only and the only writable places are its own size-limited work dir (``HOME``, a tmpfs; ``/tmp`` is
+  inside it) and its own POSIX shared memory (``/dev/shm``, a tmpfs as large).
   The course repo (solutions, the checks, ``course.yaml``, the messages), the submissions, the
   output folder, other learners' work dirs and the grader's environment are not there at all;
 * in a pids cgroup of its run (root only), which counts threads as well as processes and refuses
@@ -139,14 +140,14 @@ def probe() -> Isolation:
         where = f"for {platform.machine()}" if program is None else f"({refused})"
         missing = (*missing, f"a seccomp filter {where}: the kernel's keyrings are shared between learner processes")
     isolation = Isolation("bwrap", bwrap, as_root, cgroups, missing, memory, seccomp)
+    lost = _gpus_lost_inside(isolation)
+    if lost:  # grading a GPU machine's learners without their GPU would be unfair: no sandbox, said so
+        return Isolation("none", missing=(lost,))
     # Root forks where a pids cgroup holds each run; an ordinary user where a trial fork works.
     refused = ("bubblewrap as root without a pids cgroup to hold a forked run" if as_root and not cgroups
                else "" if as_root else fork_trial(isolation))
     if refused:
         isolation = dataclasses.replace(isolation, fork_refused=refused)
-    lost = _gpus_lost_inside(isolation)
-    if lost:  # grading a GPU machine's learners without their GPU would be unfair: no sandbox, said so
-        return Isolation("none", missing=(lost,))
     return isolation
 
 
@@ -163,9 +164,13 @@ def _trial(bwrap: str, as_root: bool, program: bytes | None) -> str:
         for fd in fds:
             os.close(fd)
     if proc.returncode != 0:
-        reason = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        return f"bubblewrap: {reason[:160]}"
+        return f"bubblewrap: {_last_line(proc.stderr) or f'exit code {proc.returncode}'}"
     return ""
+
+
+def _last_line(stderr: str) -> str:
+    """What a process that failed said last (cut at 160 characters), "" when it said nothing."""
+    return (stderr.strip().splitlines() or [""])[-1][:160]
 
 
 FORK_TRIAL = "import sys\nfrom grader.spawn.confine import isolates\nsys.exit(0 if isolates(16) else 3)"
@@ -183,8 +188,8 @@ def fork_trial(isolation: Isolation) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     if proc.returncode != 0:
-        return "this kernel refuses a forked process namespaces of its own" + (
-            f" ({proc.stderr.strip().splitlines()[-1][:160]})" if proc.stderr.strip() else "")
+        said = _last_line(proc.stderr)
+        return "this kernel refuses a forked process namespaces of its own" + (f" ({said})" if said else "")
     return ""
 
 
@@ -207,7 +212,7 @@ def _gpus_lost_inside(isolation: Isolation) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"the GPU inside bubblewrap (could not count devices: {exc})"
     if outside.stdout.strip() != inside.stdout.strip():
-        detail = (inside.stderr.strip().splitlines() or [""])[-1][:160]
+        detail = _last_line(inside.stderr)
         return (f"the GPU inside bubblewrap ({outside.stdout.strip() or '?'} CUDA devices here, "
                 f"{inside.stdout.strip() or 'none'} inside{': ' + detail if detail else ''})")
     return ""
