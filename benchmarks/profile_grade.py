@@ -9,7 +9,8 @@ this process. Rows:
 
 * the imports each process pays when it is exec'd: the grader's own (``grader.commands.cli``), the
   judge's (torch, pytest, the checks' support), the learner process's (torch, the device layer), and
-  ``torch._dynamo``, which the first ``torch.optim`` call of each process imports (sympy, mpmath);
+  ``torch._dynamo``, which the first ``torch.optim`` call of a process imports (sympy, mpmath) — the
+  learner process defers it until its code compiles (grader/learner/deferred.py), the judge never needs it;
 * one ``grader grade solutions`` (exec'd judge and learner process), and its checks' own seconds
   from the report, exercise by exercise (wall time inside the judge);
 * one learner of a ``grader batch --workers 1`` class (processes forked from warm servers);
@@ -58,7 +59,7 @@ IMPORTS = {
     "judge's imports (torch, pytest, checks' support)":
         "import grader.judge.__main__, grader.judge.api, pytest, pytest_timeout",
     "learner process's imports (torch, device layer)": "import grader.learner.__main__, grader.learner.runner",
-    "`import torch, torch._dynamo` (first optimizer call)": "import torch, torch._dynamo",
+    "`import torch, torch._dynamo` (a first optimizer call, were it not deferred)": "import torch, torch._dynamo",
 }
 
 

@@ -73,7 +73,6 @@ class Exercise:
     stub: Path | None  # None only in a released course (the learner's files are theirs)
     solution: Path | None
     checks: tuple[CheckSpec, ...]
-    trains: bool = False  # its functions run an optimizer step (course.yaml ``trains``)
 
     @property
     def max_score(self) -> float:
@@ -223,9 +222,9 @@ class _Validator:
     def exercise(self, where: str, raw: object, default_timeout: float) -> Exercise:
         required = {"id", "module", "title", "functions", "checks"}
         if self.release is None:
-            raw = self.mapping(where, raw, required | {"stub"}, {"solution", "trains"})
+            raw = self.mapping(where, raw, required | {"stub"}, {"solution"})
         else:  # a learner's copy: solution paths are an error, the stubs may be elsewhere (pip install)
-            raw = self.mapping(where, raw, required, {"stub", "trains"})
+            raw = self.mapping(where, raw, required, {"stub"})
         ex_id = self.text(f"{where}.id", raw["id"])
         module = self.text(f"{where}.module", raw["module"])
         functions = raw["functions"]
@@ -239,9 +238,6 @@ class _Validator:
         )
         self.checks_match_files(where, module, checks)
         solution = self.file(f"{where}.solution", raw["solution"]) if "solution" in raw else None
-        trains = raw.get("trains", False)
-        if not isinstance(trains, bool):
-            raise self.fail(f"{where}.trains", trains, "must be true or false")
         return Exercise(
             id=ex_id,
             module=module,
@@ -250,7 +246,6 @@ class _Validator:
             stub=self.file(f"{where}.stub", raw["stub"]) if "stub" in raw else None,
             solution=solution,
             checks=checks,
-            trains=trains,
         )
 
     def check(self, where: str, raw: object, exercise: str, module: str, default_timeout: float) -> CheckSpec:

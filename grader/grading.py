@@ -76,8 +76,7 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
     learner_seconds = 0.0
     if to_run:
         sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
-        run = run_checks(sources, to_run, device=device, limits=limits, launcher=launcher, seed=seed,
-                         training=frozenset(ex.id for ex in chosen if ex.trains))
+        run = run_checks(sources, to_run, device=device, limits=limits, launcher=launcher, seed=seed)
         outcomes.update(never_named(explain_missing(run.outcomes, submission, run.stops), chosen, submission))
         top_level = top_level_stops(submission, run.stops, lang, limits)
         device_info = run.device or UNKNOWN_DEVICE

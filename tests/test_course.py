@@ -30,8 +30,8 @@ def test_shipped_course_loads() -> None:
      ["warms_upp", "test_warms_upp.py is missing"]),
     ({"      - {id: warms_up, points: 3, visibility: hidden}\n": ""},
      ["warms_up", "test_warms_up.py but is not declared"]),
-    ({"    trains: true\n    stub: exercises/ex4_oom.py": "    trains: yes please\n    stub: exercises/ex4_oom.py"},
-     ["exercises[3].trains", "'yes please'", "true or false"]),
+    ({"    stub: exercises/ex4_oom.py": "    solutoin: solutions/ex4_oom.py\n    stub: exercises/ex4_oom.py"},
+     ["exercises[3].solutoin", "unknown key 'solutoin'", "allowed: checks, functions, id, module, solution, stub"]),
 ])
 def test_invalid_course_is_one_clear_error(tmp_path: Path, change: dict[str, str], expected: list[str]) -> None:
     course = course_with(tmp_path, change)

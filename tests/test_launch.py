@@ -91,7 +91,7 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
 def test_a_run_gets_the_judges_server_starting_before_it_waits_for_the_learners(tmp_path: Path) -> None:
     """A run asks its launcher to prepare the judge's process before it starts the learner's
     (grader/run/sandbox.py ``spawn``): a fork server's imports (seconds) then run beside the learner
-    server's start and its import ahead, and the judge forked later comes from that same server."""
+    server's start, and the judge forked later comes from that same server."""
     calls: list[tuple[str, str, bool]] = []
 
     class Recording(launch.ForkLauncher):
@@ -140,7 +140,7 @@ def test_a_batch_worker_s_gpu_share_reaches_its_learner_process_explicitly() -> 
     assert machine_share(1, {}) == WHOLE and WHOLE.gpu == 1.0
     spawn = launch._shared(launch.Spawn("learner", {"A": "1"}, "/", (7,)), share)
     assert spawn.gpu_share == 0.5 and spawn.env == {"A": "1", **share.env}
-    assert launch.argv(spawn, (7,))[-4:] == ["7", "auto", "0.5", "-"]
+    assert launch.argv(spawn, (7,))[-3:] == ["7", "auto", "0.5"]
     request = ForkRequest(dict(spawn.env), "/", spawn.device, spawn.limits, 0, spawn.gpu_share)
     assert decode(encode(request), ForkRequest) == request
     assert all("GPU" not in name for name in (*share.env, *PASSED_ENV))

@@ -92,7 +92,7 @@ def released_course_yaml(course: Course) -> str:
     released["release"] = "public"
     released["exercises"] = [
         {
-            **{key: ex[key] for key in ("id", "module", "title", "functions", "trains") if key in ex},
+            **{key: ex[key] for key in ("id", "module", "title", "functions") if key in ex},
             "checks": [c for c in ex["checks"] if c.get("visibility", "public") == "public"],
         }
         for ex in raw["exercises"]

@@ -13,11 +13,12 @@ Two limits (course.yaml `limits`): each cell gets `cell_timeout_s`, the whole to
 code (one huge matmul) cannot be interrupted here: the parent kills the process at the cell's
 deadline, records it, and the next process skips that cell (``skip``). A limit that lands inside
 an import waits until the import is done (the parent's deadline still bounds it): a package cut
-halfway stays broken for the whole process. Measured: the first `optimizer.step()` of a process
-imports torch._dynamo and sympy (~1 s on 2 idle cores, several under load); cut there, every later
-training step raised "partially initialized module 'torch._dynamo'…" or "module 'sympy' has no
-attribute 'core'": colab_keepalive_oom.ipynb, whose first training is a demo cell, scored 70/100 at
-a 0.3 s cell limit (ex5 and ex4's training checks `error`), as it once did in CI at 5 s under load.
+halfway stays broken for the whole process. Measured when the first `optimizer.step()` of a
+process imported torch._dynamo and sympy (~1 s on 2 idle cores, several under load; now only code
+that compiles does, grader/learner/deferred.py): cut there, every later training step raised
+"partially initialized module 'torch._dynamo'…" or "module 'sympy' has no attribute 'core'":
+colab_keepalive_oom.ipynb, whose first training is a demo cell, scored 70/100 at a 0.3 s cell limit
+(ex5 and ex4's training checks `error`), as it once did in CI at 5 s under load.
 
 The listener hears every step (a protocol TopLevelEvent), so the grader knows which cell is
 running: ``importing`` and ``imported`` (a module), ``cell_start``, ``cell_stop`` (with its

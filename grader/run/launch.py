@@ -41,7 +41,6 @@ from grader.run.share import WHOLE, Share
 from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, join_cgroup
 from grader.wire.codec import ProtocolError, decode, encode
 from grader.wire.messages import (
-    IMPORT_AHEAD_ARG,
     ForkExited,
     ForkRequest,
     ForkStarted,
@@ -71,7 +70,6 @@ class Spawn:
     device: RequestedDevice = "auto"  # the learner process's --device
     cgroup_fds: tuple[int, ...] = ()  # the learner process writes itself into its run's cgroups through them
     gpu_share: float = 1.0  # the learner process's part of the GPU's memory (a batch's workers split it)
-    import_ahead: bool = False  # the learner process's run has checks of an exercise that trains
 
 
 class Child(Protocol):
@@ -104,8 +102,7 @@ def argv(spawn: Spawn, fds: tuple[int, ...]) -> list[str]:
     """The command line of a process of this role, which finds its passed fds at ``fds``."""
     if spawn.role == "judge":
         return [sys.executable, "-m", "grader.judge"]
-    return [sys.executable, "-m", "grader.learner", str(fds[0]), spawn.device, repr(spawn.gpu_share),
-            IMPORT_AHEAD_ARG if spawn.import_ahead else "-"]
+    return [sys.executable, "-m", "grader.learner", str(fds[0]), spawn.device, repr(spawn.gpu_share)]
 
 
 def _exec_child(limits: Limits | None, cgroup_fds: tuple[int, ...], judge: bool) -> None:
@@ -347,11 +344,10 @@ class ForkServer:
         try:
             env = iso.learner_env(spawn.env) if self.isolated else dict(spawn.env)
             request = encode(ForkRequest(env, spawn.cwd, spawn.device, spawn.limits, len(spawn.cgroup_fds),
-                                         spawn.gpu_share, spawn.import_ahead))
+                                         spawn.gpu_share))
             with self._requesting:
                 socket.send_fds(self.sock, [request], [stdin_r, stdout_w, *spawn.fds, *spawn.cgroup_fds])
                 with self._changed:
-                    # The first training run's request waits for the server to import ahead (seconds).
                     if self._changed.wait_for(lambda: bool(self._started) or self.gone, READY_TIMEOUT_S) \
                             and self._started:
                         pid = self._started.pop()

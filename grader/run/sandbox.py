@@ -184,25 +184,21 @@ class _Pair:
 
 
 def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
-               launcher: Launcher | None = None, seed: int = 0, training: frozenset[str] = frozenset()) -> SandboxRun:
-    """Grade ``checks`` (all of exercises that have a source) in as few runs as possible. ``training``:
-    the exercises whose functions run an optimizer step (course.yaml ``trains``): a run with their
-    checks has its learner process import what that step imports, ahead (grader/learner/__main__.py)."""
+               launcher: Launcher | None = None, seed: int = 0) -> SandboxRun:
+    """Grade ``checks`` (all of exercises that have a source) in as few runs as possible."""
     root = Path(tempfile.mkdtemp(prefix="grader-"))
     workdir = root / "work"
     workdir.mkdir()
     try:
-        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher(), seed, training).run()
+        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher(), seed).run()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 class _Runner:
     def __init__(self, workdir: Path, sources: Mapping[str, Source], checks: list[CheckSpec],  # noqa: PLR0917
-                 device: RequestedDevice, limits: Limits, launcher: Launcher, seed: int = 0,
-                 training: frozenset[str] = frozenset()) -> None:
+                 device: RequestedDevice, limits: Limits, launcher: Launcher, seed: int = 0) -> None:
         self.workdir, self.sources = workdir, sources
-        self.training = training
         self.seed = seed  # to the judge only, in its Plan: every run of this grading draws the same problems
         self.checks = {c.id: c for c in checks}
         self.device, self.limits, self.launcher = device, limits, launcher
@@ -275,12 +271,11 @@ class _Runner:
                             self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
         cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
         try:
-            ahead = any(c.exercise in self.training for c in pending)
             judge_spawn = Spawn("judge", {**base, **JUDGE_THREADS, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
                                 (write_fd, judge_end.fileno()), self.limits)
             self.launcher.prepare(judge_spawn)  # a fork server's imports, beside the learner's start
             learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
-                                                self.limits, self.device, cgroup_fds, import_ahead=ahead))
+                                                self.limits, self.device, cgroup_fds))
             learner.stdin.close()
             judge = self.launcher.start(judge_spawn)
         finally:

@@ -31,7 +31,7 @@ import traceback
 
 from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privileges, enter_run, isolates, join_cgroup
 from grader.wire.codec import decode, encode
-from grader.wire.messages import IMPORTED_AHEAD, ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
+from grader.wire.messages import ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
 
 # Imported once by a server; the judge's server imports the checks too (grader/judge/__main__.py
 # ``import_checks``).
@@ -114,7 +114,7 @@ def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: li
         else:
             from grader.learner.__main__ import main
 
-            code = main(FIRST_FD, request.device, request.gpu_share, ahead=request.import_ahead)
+            code = main(FIRST_FD, request.device, request.gpu_share)
     except BaseException:  # noqa: BLE001 - whatever happens, this process must not return to the server loop
         with contextlib.suppress(Exception):
             traceback.print_exc()
@@ -148,12 +148,9 @@ def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (
 def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> None:
     """Import PRELOAD[role], then fork a child for each request, as many at once as are asked for
     (a batch's workers share one server of each role): ``ForkStarted`` once forked, ``ForkExited``
-    with its pid once it ended. The learner's server imports
-    IMPORTED_AHEAD (grader/wire/messages.py: what the first Optimizer.step() of the learner's code
-    imports, 2.5-3.5 CPU-s) before its first child whose run trains (ForkRequest.import_ahead: course.yaml
-    ``trains``), and so every later child has it. A class whose runs never train (a batch of ex1-ex3,
-    learners whose files do not compile) never imports it; the judge's reference training never does
-    (grader/reference/problems.py, tests/test_reference.py), so its server neither."""
+    with its pid once it ended. Neither server imports ``torch._dynamo``: a learner process defers it
+    until its code compiles (grader/learner/deferred.py), the judge's reference training never needs it
+    (grader/reference/problems.py, tests/test_reference.py)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge") or (
@@ -167,7 +164,6 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
     signal.set_wakeup_fd(wakeup[1], warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     sock.send(encode(ServerReady(ok=True)))
-    trains = False  # IMPORTED_AHEAD imported
     children: set[int] = set()
     while True:
         ready = select.select([sock.fileno(), wakeup[0]], [], [])[0]
@@ -185,10 +181,6 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
         if not data:
             return  # the grader closed its end
         request = decode(data, ForkRequest)
-        if request.import_ahead and not trains:
-            if not _imported_forkable(IMPORTED_AHEAD):
-                return
-            trains = True
         pid = os.fork()
         if pid == 0:
             _become_child(role, sock, request, fds, isolated, work_mb, wakeup)

@@ -364,12 +364,6 @@ class ServerReady:
     ok: bool
 
 
-# The learner process's fourth argument when its run trains (``python -m grader.learner FD DEVICE
-# GPU_SHARE ahead``, grader/run/launch.py ``argv``): it imports IMPORTED_AHEAD, what the first
-# optimizer step of a process imports (torch/optim/optimizer.py, _use_grad_for_differentiable:
-# torch._dynamo, with sympy ~850 modules and 2.5-3 CPU-s), before the learner's code needs it.
-IMPORT_AHEAD_ARG = "ahead"
-IMPORTED_AHEAD = ("torch._dynamo",)
 
 
 @dataclass(frozen=True)
@@ -384,7 +378,6 @@ class ForkRequest:
     limits: Limits | None = None  # the learner process's; the judge runs without
     cgroups: int = 0
     gpu_share: float = 1.0  # the learner process's part of the GPU's memory
-    import_ahead: bool = False  # the learner process's run will train (its server has imported it all)
 
 
 @dataclass(frozen=True)
