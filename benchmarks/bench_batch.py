@@ -83,13 +83,13 @@ def main() -> int:
     torch_s = statistics.median(r.wall for r in torch_runs)
     torch_cpu = statistics.median(r.cpu for r in torch_runs)
     cli_s = median(args.repeats, [py, "-c", "import grader.commands.cli"]).wall
-    judge_s = median(args.repeats, [py, "-c", "import grader.judge.__main__, grader.judge.api"]).wall
+    judge_s = median(args.repeats, [py, "-c", "import grader.judge.session, grader.judge.api"]).wall
     learner_s = median(args.repeats, [py, "-c", "import grader.learner.runner"]).wall
     print(f"python -c pass:                 {bare:6.2f} s")
     torch_walls = ", ".join(f"{r.wall:.2f}" for r in torch_runs)
     print(f"python -c 'import torch':       {torch_s:6.2f} s   (runs: {torch_walls}; CPU {torch_cpu:.2f} s)")
     print(f"python -c 'import grader.commands.cli': {cli_s:6.2f} s   (the grader's own process)")
-    print(f"python -c 'import grader.judge.__main__': {judge_s:6.2f} s   (the judge: torch, pytest, check support)")
+    print(f"python -c 'import grader.judge.session': {judge_s:6.2f} s   (the judge: torch, pytest, check support)")
     print(f"python -c 'import grader.learner.runner':{learner_s:6.2f} s   (the learner process: torch, device layer)")
 
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:

@@ -57,7 +57,7 @@ IMPORTS = {
     "`import torch`": "import torch",
     "grader's own process (`grader.commands.cli`)": "import grader.commands.cli",
     "judge's imports (torch, pytest, checks' support)":
-        "import grader.judge.__main__, grader.judge.api, pytest, pytest_timeout",
+        "import grader.judge.session, grader.judge.api, pytest, pytest_timeout",
     "learner process's imports (torch, device layer)": "import grader.learner.__main__, grader.learner.runner",
     "`import torch, torch._dynamo` (a first optimizer call, were it not deferred)": "import torch, torch._dynamo",
 }

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +16,9 @@ import pytest
 import yaml
 from nbformat import v4
 
+from grader.wire.codec import encode
+from grader.wire.framing import Connection
+from grader.wire.messages import START_SEQ, Plan, PlannedCheck, Start
 from tests.conftest import (
     ROOT,
     ForkLaunchers,
@@ -320,3 +328,32 @@ def test_the_learners_imports_never_race_the_grader(grade: Callable[..., Graded]
     assert graded.report is not None, graded.stderr[-2000:]
     assert graded.report["score"] == 100.0, [(c, graded.check(c)["message"]) for ex in ("ex4", "ex5")
                                              for c in graded.lost(ex)]
+
+
+def test_the_judge_sends_start_before_it_waits_for_anything(tmp_path: Path) -> None:
+    """grader/judge/__main__.py sends the learner process its Start before its own imports (pytest,
+    torch, the checks: seconds) and before the learner process's Hello, so the learner's top level
+    runs beside those imports. Here no Hello ever comes: the Start arrives all the same (before this
+    change the judge sent it only after the Hello and the checks' collection)."""
+    learner_end, judge_end = socket.socketpair()
+    channel_r, channel_w = os.pipe()
+    start = Start({}, str(tmp_path), 1.0, 1.0)
+    plan = Plan((PlannedCheck("ex1.pick_device_returns_device", "ex1_device/test_pick_device_returns_device.py::"
+                              "test_pick_device_returns_device", 5.0),),
+                start, "cpu", channel_w, judge_end.fileno(), "00" * 32)
+    judge = subprocess.Popen([sys.executable, "-m", "grader.judge"], stdin=subprocess.PIPE, cwd=ROOT,
+                             pass_fds=(channel_w, judge_end.fileno()), env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert judge.stdin is not None
+        judge.stdin.write(encode(plan) + b"\n")
+        judge.stdin.close()
+        seq, received = Connection(learner_end.fileno()).receive_numbered(Start, deadline=time.monotonic() + 120)
+        assert (seq, received) == (START_SEQ, start)
+        assert judge.poll() is None  # still importing, or waiting for the Hello that never comes
+    finally:
+        judge.kill()
+        judge.wait()
+        for fd in (channel_r, channel_w):
+            os.close(fd)
+        learner_end.close()
+        judge_end.close()

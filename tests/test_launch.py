@@ -116,7 +116,8 @@ def test_a_run_gets_the_judges_server_starting_before_it_waits_for_the_learners(
 def test_no_process_module_keeps_a_switch_or_imports_another_in_a_cycle() -> None:
     """The launcher is passed in; the process modules import one way: sandbox -> launch, and the fork
     server imports neither."""
-    names = ("run.sandbox", "run.launch", "spawn.forkserver", "judge.__main__", "judge.plugin", "run.blame")
+    names = ("run.sandbox", "run.launch", "spawn.forkserver", "judge.__main__", "judge.session", "judge.plugin",
+             "run.blame")
     modules = {name: ROOT / "grader" / f"{name.replace('.', '/')}.py" for name in names}
     imports: dict[str, set[str]] = {}
     for name, path in modules.items():

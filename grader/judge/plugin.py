@@ -1,8 +1,8 @@
 """The judge's pytest plugin: the order of the checks, their deadlines, and each one's verdict.
 
-Registered by grader/judge/__main__.py before collection. Once the checks are collected it has
-the learner process run the learner's top level (``Start``) and relays what happens there, cell
-by cell, to the grader; then each check's outcome becomes a status, a message id and its
+Registered by grader/judge/session.py before collection. Once the checks are collected it reads
+the learner's top level (which the learner process began at ``Start``) and relays what happened
+there, cell by cell, to the grader; then each check's outcome becomes a status, a message id and its
 parameters (``classify``), reported over the signed channel (grader/wire/signed.py).
 
 When the learner process is lost — it ended, stopped answering within the check's time, or sent
@@ -112,7 +112,7 @@ class JudgePlugin:
         self._started: dict[str, float] = {}
         self._reported: set[str] = set()
         self._devices: dict[str, list[tuple[DeviceMode, str]]] = {}  # nodeid -> (mode, label) of each device it ran on
-        self.started_learner = False  # Start was sent: from here on, nothing is the grader's alone
+        self.started_learner = False  # the top level's events are read: from here on, nothing is the grader's alone
         self.broken_sent = False
 
     def send(self, message: Any) -> None:
@@ -141,12 +141,14 @@ class JudgePlugin:
             self.grader_broken("checks_not_loaded", error_line(str(report.longrepr)))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """The learner's top level runs once, after the checks were collected and before any check."""
+        """The learner's top level, read once the checks are collected, before any check. (It began
+        when the learner process had its imports: grader/judge/__main__.py sent Start first. Until
+        here the judge has read nothing the learner's code made: a failure to collect is the grader's.)"""
         if self.broken_sent or not session.items:
             return
         self.started_learner = True
         try:
-            self.learner.start(self.plan.start, self.send)
+            self.learner.top_level(self.plan.start, self.send)
         except LearnerGone as gone:
             self.lost(gone)
 

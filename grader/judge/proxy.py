@@ -29,6 +29,7 @@ from grader.judge.outcomes import AlreadyTimedOut, LearnerRaised, LearnerSideFai
 from grader.wire.codec import ProtocolError, cut
 from grader.wire.framing import Connection
 from grader.wire.messages import (
+    START_SEQ,
     Answer,
     Call,
     Calling,
@@ -161,7 +162,7 @@ class LearnerProcess:
         self.in_flight: str | None = None  # the learner function a call waits on
         self.check_deadline = time.monotonic() + 30.0  # set by the judge when a check starts
         self._options: list[_Options] = []
-        self._seq = 0  # the last request's number (grader/wire/messages.py Connection)
+        self._seq = START_SEQ  # the last request's number: Start's, sent by grader/judge/__main__.py
 
     def ask(self, request: Any) -> Any:
         """Send ``request``; its answer. A Failed answer says the grader's code in the learner process
@@ -179,15 +180,14 @@ class LearnerProcess:
             raise LearnerSideFailed(answer.error)
         return answer
 
-    def start(self, start: Start, relay: Callable[[Any], None]) -> None:
-        """The learner's top level runs; its events, cell by cell, go to ``relay`` until it is ready.
-        Each is relayed only as the cells the judge sent make it possible (``top_level_event``)."""
-        self._seq += 1
+    def top_level(self, start: Start, relay: Callable[[Any], None]) -> None:
+        """The learner's top level, which ``start`` began (grader/judge/__main__.py sent it): its events,
+        cell by cell, go to ``relay`` until it is ready. Each is relayed only as the cells the judge sent
+        make it possible (``top_level_event``)."""
         cells = {source.module: source.cells for source in start.sources.values()}
         try:
-            self.conn.send(start, self._seq)
             while True:
-                message = self.conn.receive(TopLevelEvent | Ready, seq=self._seq)
+                message = self.conn.receive(TopLevelEvent | Ready, seq=START_SEQ)
                 if isinstance(message, Ready):
                     return
                 relay(top_level_event(message, cells))

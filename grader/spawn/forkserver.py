@@ -33,11 +33,11 @@ from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privile
 from grader.wire.codec import decode, encode
 from grader.wire.messages import ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
 
-# Imported once by a server; the judge's server imports the checks too (grader/judge/__main__.py
+# Imported once by a server; the judge's server imports the checks too (grader/judge/session.py
 # ``import_checks``).
 PRELOAD = {
     "judge": ("torch", "numpy", "pytest", "_pytest.python", "pytest_timeout",
-              "grader.judge.__main__", "grader.judge.api"),
+              "grader.judge.__main__", "grader.judge.session", "grader.judge.api"),
     "learner": ("torch", "numpy", "grader.learner.__main__", "grader.learner.runner"),
 }
 # Imported too where installed: the real IPython, which each learner process's notebook kernel
@@ -132,8 +132,8 @@ def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
     if checks:
-        from grader.judge.__main__ import import_checks
         from grader.judge.ahead import compute_ahead
+        from grader.judge.session import import_checks
 
         with contextlib.suppress(Exception):  # a check that does not import fails in each child, as pytest says
             compute_ahead(import_checks())  # what every grading computes alike (ex4's budget), once

@@ -245,9 +245,11 @@ class Failed:
 
 
 # -- judge → learner process ----------------------------------------------------------------------
+START_SEQ = 1  # the number of the Start frame; each later request's is one more
 @dataclass(frozen=True)
 class Start:
-    """Run the top level of these sources, then serve calls."""
+    """Run the top level of these sources, then serve calls. The judge's first request (``START_SEQ``),
+    sent before the judge's own imports (grader/judge/__main__.py)."""
 
     sources: Mapping[str, Source]  # exercise id -> its learner module
     workdir: str
