@@ -155,7 +155,7 @@ def _trial(bwrap: str, as_root: bool, program: bytes | None) -> str:
     """Why a trivial sandbox (with the keyrings' filter ``program``, if any) does not run here; "" when it does."""
     options, fds = _filter_options(program)
     trial = [bwrap, *namespace_args(as_root), *options,
-             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", sys.executable, "-c", "pass"]
+             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", sys.executable, "-I", "-S", "-c", "pass"]
     try:
         proc = subprocess.run(trial, capture_output=True, text=True, timeout=60, check=False, pass_fds=fds)
     except (OSError, subprocess.TimeoutExpired) as exc:
