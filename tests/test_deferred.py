@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT, Graded, copy_solutions
+from tests.conftest import ROOT, Graded, copy_solutions, course_with
 
 # Eager training with what learners' code uses (the optimizers' step, zero_grad, state_dict,
 # load_state_dict, add_param_group; a scheduler; GradScaler), then torch.compile of a whole step,
@@ -142,3 +142,36 @@ USES_DYNAMO = '''
 import torch._dynamo.config
 torch._dynamo.config.cache_size_limit = 16  # the learner's own use of Dynamo, at its top level
 '''
+
+
+# A learner's first cell uses Dynamo (PyTorch's module loads there, ~2 s) under a 0.3 s cell limit.
+FIRST_CELL_USES_DYNAMO = '''# %%
+import torch
+torch._dynamo.reset()
+
+# %%
+'''
+USABLE_AFTER = '''
+
+def train_steps(*args, **kwargs):
+    losses = _train_steps(*args, **kwargs)
+    print("dynamo usable after the cut:", isinstance(torch._dynamo.config.cache_size_limit, int))
+    return losses
+'''
+
+
+def test_a_cell_limit_while_dynamo_loads_leaves_it_whole(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+    """A cell limit that lands while PyTorch's torch._dynamo is executed into the deferred module waits
+    for it (an importlib frame is on the stack, as in any import): the module is whole for every later
+    use — ex5's training (its optimizers' disabled functions), Dynamo's config — and the limit costs
+    nothing; the cell is cut after the load or ends first."""
+    folder = copy_solutions(tmp_path, "cut", only=("ex5",))
+    ex5 = folder / "ex5_amp.py"
+    ex5.write_text(FIRST_CELL_USES_DYNAMO + ex5.read_text(encoding="utf-8") + SAYS_IF_LOADED + USABLE_AFTER,
+                   encoding="utf-8")
+    course = course_with(tmp_path, {"cell_timeout_s: 10": "cell_timeout_s: 0.3"})
+    graded = grade(folder, "--course", str(course))
+    assert graded.report is not None, graded.stderr[-2000:]
+    assert graded.report["score"] == 20.0, graded.report
+    assert [stop["kind"] for stop in graded.report["top_level"]] in ([], ["timeout"]), graded.report["top_level"]
+    assert "dynamo usable after the cut: True" in graded.report["output"], graded.report["output"][-2000:]

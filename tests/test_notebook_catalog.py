@@ -135,11 +135,12 @@ def test_self_check_and_final_grade_agree(case: NotebookCase, tmp_path: Path, gr
 
 
 def test_a_cell_limit_that_cuts_the_first_training_step_costs_nothing(tmp_path: Path) -> None:
-    """The first `optimizer.step()` of a process imports torch._dynamo and sympy (about a second).
-    On a busy machine a demo cell that trains meets its limit there: graded with a 0.3 s cell
-    limit, the limit of this notebook's In [12] lands inside that import. Cut halfway, the import
-    broke every later training in the process ("partially initialized module 'torch._dynamo'"):
-    70/100 in three of three gradings before the limit learned to wait for an import."""
+    """On a busy machine a demo cell that trains meets its limit: graded with a 0.3 s cell limit,
+    this notebook's In [12] is cut. When the first `optimizer.step()` of a process imported
+    torch._dynamo and sympy (about a second; now only code that compiles does, grader/learner/deferred.py),
+    the limit landed inside that import; cut halfway, it broke every later training in the process
+    ("partially initialized module 'torch._dynamo'"): 70/100 in three of three gradings before the
+    limit learned to wait for an import."""
     case = next(c for c in CASES if c.file == "colab_keepalive_oom.ipynb")
     course_file = course_with(tmp_path, {"cell_timeout_s: 10": "cell_timeout_s: 0.3"})
     report = graded(case.path, tmp_path / "r.yaml", "--lang", "en", "--course", str(course_file))
