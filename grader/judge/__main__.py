@@ -29,7 +29,9 @@ def main() -> int:
     # The learner process's bytes are hostile: every frame is held to a budget before it is read.
     conn = Connection(plan.learner_fd, budget=LEARNER_BUDGET)
     try:
-        conn.send(plan.start, START_SEQ)  # read by the learner process once its imports are done
+        # Read by the learner process once its imports are done (a Start larger than the socket's buffer
+        # waits for that here: only the overlap is lost).
+        conn.send(plan.start, START_SEQ)
     except OSError as exc:
         writer.send(GraderBroken("child_start_failed", f"the learner process did not start ({exc})"))
         writer.send(Done(-1))

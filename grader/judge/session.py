@@ -84,4 +84,3 @@ def judge(plan: Plan, conn: Connection, writer: Writer) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-

@@ -10,9 +10,9 @@ compiled before ``torch._dynamo`` exists, so until then both are what they do in
 ``sys.modules["torch._dynamo"]`` that answers those two itself and imports the real one, into that
 same module object, at any other use: ``torch.compile``, ``import torch._dynamo.config``,
 ``torch._dynamo.disable(fn)`` as a learner writes it, ``dir()``. From then on it is PyTorch's
-module, and the functions disabled before it forget the stand-in wrapper (``_disable_dynamo``
-makes the real one at their next call): the same graphs and graph breaks as in a process that
-imported it at its first step (tests/test_emulated.py).
+module, and the functions disabled before it forget the eager wrapper (``_disable_dynamo``
+makes PyTorch's at their next call): the same graphs and graph breaks as in a process that
+imported it at its first step (tests/test_deferred.py).
 
 Measured (2026-12-03, this module's tests): a grading's learner process imports ~1130 modules
 instead of ~1950, and ``grader grade solutions`` no longer waits for the import.
