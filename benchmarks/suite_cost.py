@@ -49,7 +49,7 @@ def main() -> int:
         tests[path].add(name)
         if phase == "setup":
             setup[path] += took
-        if took > slowest.get(path, (0.0, ""))[0]:
+        if path not in slowest or took > slowest[path][0]:  # a file of 0.00 s items has a slowest too
             slowest[path] = (took, f"{phase} {name}")
     total = sum(seconds.values())
     summary = next((line for line in reversed(proc.stdout.splitlines()) if " in " in line and "passed" in line),
@@ -63,7 +63,8 @@ def main() -> int:
     ranked = sorted(seconds.items(), key=lambda item: -item[1])
     for path, took in ranked[:args.top]:
         worst, what = slowest[path]
-        print(f"| {path} | {len(tests[path])} | {took:.1f} | {100 * setup[path] / took:.0f} % | {worst:.1f} s {what} |")
+        in_fixtures = 100 * setup[path] / took if took else 0.0
+        print(f"| {path} | {len(tests[path])} | {took:.1f} | {in_fixtures:.0f} % | {worst:.1f} s {what} |")
     rest = ranked[args.top:]
     if rest:
         print(f"| the other {len(rest)} files | {sum(len(tests[p]) for p, _ in rest)} "
