@@ -7,7 +7,9 @@
    the device layer) before any check runs;
 2. a learner of a ``grader batch --workers 2`` class (isolation and the judge on) <= 0.5
    import-torch core-seconds (the batch's wall x the cores it was given / learners, over one
-   ``import torch``'s CPU seconds);
+   ``import torch``'s CPU seconds), the servers' start (two processes importing torch) shared by
+   the class; and under it a learner past that start, what each more learner of a large class
+   costs: the same class against a class of two, the difference over the learners it adds;
 3. a learner whose ``time_matmul`` never returns <= 40 s;
 4. a notebook with demo cells (tests/notebooks/learners/colab_lesson_demos.ipynb) <= 1.5 x the same
    functions as a ``.py`` (its definitions only, cut out of its cells here);
@@ -44,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 PY = sys.executable
 NOTEBOOK = ROOT / "tests" / "notebooks" / "learners" / "colab_lesson_demos.ipynb"
+PAIR = 2  # the small class that target 2's larger one is compared with
 HANGS = '''
 
 def time_matmul(n, device, repeats=5):  # never returns
@@ -132,17 +135,28 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
         print(f"   floor: the learner process's own imports (torch, the device layer) "
               f"{floor.wall:.2f} s = {floor.wall / torch.wall:.2f} x, before any check runs")
 
-        cls = work / "class"
+        cls, pair = work / "class", work / "pair"
         for i in range(args.learners):
             shutil.copytree(solutions, cls / f"learner{i:02d}")
-        batch = [PY, "-m", "grader", "batch", str(cls), "--workers", "2", "--force", "--quiet", "--lang", "en"]
-        isolated = timed([*batch, "-o", str(work / "out-auto")])
-        bare = timed([*batch, "-o", str(work / "out-none"), "--isolation", "none"])
+        for i in range(PAIR):
+            shutil.copytree(solutions, pair / f"learner{i:02d}")
+
+        def batch(learners: Path) -> list[str]:
+            return [PY, "-m", "grader", "batch", str(learners), "--workers", "2", "--force", "--quiet", "--lang", "en"]
+
+        isolated = timed([*batch(cls), "-o", str(work / "out-auto")])
+        bare = timed([*batch(cls), "-o", str(work / "out-none"), "--isolation", "none"])
         per_learner = isolated.wall * min(cores, 2) / args.learners
         line("2. batch learner, import-torch core-seconds", per_learner / torch.cpu, 0.5, "",
              f"({isolated.wall:.1f} s for {args.learners} on 2 workers = {per_learner:.2f} core-s a learner; "
              f"CPU {bare.cpu / args.learners:.2f} s a learner = {bare.cpu / args.learners / torch.cpu:.2f}, "
              "--isolation none)")
+        if args.learners > PAIR:
+            two = timed([*batch(pair), "-o", str(work / "out-pair")])
+            more = (isolated.wall - two.wall) * min(cores, 2) / (args.learners - PAIR)
+            print(f"   past the servers' start: a class of {PAIR} took {two.wall:.1f} s; each of the "
+                  f"{args.learners - PAIR} more learners {more:.2f} core-s = {more / torch.cpu:.2f} import-torch "
+                  "core-seconds (a class of hundreds)")
 
         hangs = work / "hangs"
         shutil.copytree(solutions, hangs)

@@ -256,10 +256,32 @@ def test_a_timing_half_the_side_on_the_smaller_model_reads_the_same_times(path: 
     assert [e[3] for e in unscaled[1]] != pytest.approx([e[3] for e in full[1]], rel=1e-3)
 
 
+def test_a_remembered_flop_count_belongs_to_its_own_shapes_and_values() -> None:
+    """The memo's key tells apart what a formula could count differently: other shapes, a list from a
+    tuple, ``1`` from ``True`` and ``1.0`` (equal as dict keys); an unhashable argument is counted
+    each time, never remembered."""
+    from grader.emulation import ops
+
+    assert ops._signature([1, (2,)]) != ops._signature(((1,), (2,)))
+    assert len({ops._signature(x) for x in (1, True, 1.0)}) == 3
+    addmm = ops.classify(torch.ops.aten.addmm.default)
+    ops._COUNTED.clear()
+    for n in (3, 5, 3):
+        bias, a, b = torch.ones(n), torch.ones(4, n), torch.ones(n, n)
+        assert ops.flops(addmm, (bias, a, b), {}, torch.ones(4, n)) == 2 * 4 * n * n
+    assert len(ops._COUNTED) == 2
+    conv = ops.classify(torch.ops.aten.convolution.default)
+    x, w = torch.ones(1, 2, 5, 5), torch.ones(3, 2, 3, 3)
+    args = (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, {0})  # a set: no key can hold it
+    assert ops.flops(conv, args, {}, torch.ones(1, 3, 3, 3)) == 2 * 3 * 3 * 3 * 2 * 3 * 3
+    assert len(ops._COUNTED) == 2
+
+
 def test_the_flop_counters_formulas_count_the_same_through_the_stand_ins_shapes() -> None:
-    """ops.flops maps arguments to shapes itself instead of through the FLOP counter's pytree wrapper:
-    for every product, convolution and attention op_db samples (forward and backward), the count is
-    the counter's own."""
+    """ops.flops maps arguments to shapes itself instead of through the FLOP counter's pytree wrapper,
+    and remembers each formula's count by the call's signature: for every product, convolution and
+    attention op_db samples (forward and backward), the count — computed, then remembered — is the
+    counter's own."""
     import warnings
 
     with warnings.catch_warnings():
@@ -278,7 +300,9 @@ def test_the_flop_counters_formulas_count_the_same_through_the_stand_ins_shapes(
             out = func(*args, **kwargs)
             formula = flop_registry.get(func.overloadpacket)
             if formula is not None:
-                assert ops.flops(ops.classify(func), args, kwargs, out) == formula(*args, **kwargs, out_val=out), func
+                ops._COUNTED.clear()  # computed, then remembered
+                counts = [ops.flops(ops.classify(func), args, kwargs, out) for _ in range(2)]
+                assert counts == [formula(*args, **kwargs, out_val=out)] * 2, func
                 compared.add(str(func.overloadpacket))
             return out
 
