@@ -17,6 +17,9 @@ training (the best of ``--repeats`` runs of ``--trainings`` each, this process's
 A stand-in's cost less the do-nothing modes' is its own logic: placement, the timeline's accounting,
 autocast's policy kernels (registered when a session first turns autocast on), products widened as a
 GPU computes them. docs/performance.md reads these figures.
+
+Then what one more small device tensor costs with many alive (``HELD``): the stand-in counts its live
+bytes at every op that allocates, and that count must not grow with the tensors a learner holds.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from grader.emulation.standin import StandIn  # noqa: E402
 from grader.reference.problems import ex5_problem  # noqa: E402
 
 STEPS = 4
+HELD = (1000, 4000, 16000)  # small device tensors alive at once
 PROBLEM = (*SMALL, 1234)  # the quick ex5 checks' problem, a fixed seed
 DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -126,7 +130,23 @@ def main() -> int:
         cells = [f"{_training_ms(train_steps, place, dtype, args.repeats, args.trainings):.1f}"
                  for dtype in DTYPES.values()]
         print(f"| {label} | " + " | ".join(cells) + " |")
+    print("\nsmall device tensors made and held on the cuda stand-in, CPU microseconds a tensor (best of "
+          f"{args.repeats})\n")
+    print("| held | " + " | ".join(str(n) for n in HELD) + " |")
+    print("|---|" + "---:|" * len(HELD))
+    print("| µs a tensor | " + " | ".join(f"{_held_us(n, args.repeats):.1f}" for n in HELD) + " |")
     return 0
+
+
+def _held_us(count: int, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        with _standin("cuda") as device:
+            start = time.process_time()
+            held = [torch.ones(4, device=device) for _ in range(count)]
+            best = min(best, time.process_time() - start)
+            del held
+    return best / count * 1e6
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from grader.emulation import ops
@@ -54,7 +53,7 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patc
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.surface import Surface
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
-from grader.reference.meter import MemoryMeter, counted, handle_expired, never_compiled, storage_gone, tensors
+from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, storage_gone, tensors
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
 
@@ -82,13 +81,6 @@ class Timeline:
 
     def synchronize(self) -> None:
         self.host = max(self.host, self.device_free)
-
-
-@dataclass
-class _Stored:
-    ref: StorageWeakRef
-    nbytes: int
-    on_device: bool  # False: page-locked host memory (pin_memory)
 
 
 def _storage(t: torch.Tensor) -> Any:
@@ -174,8 +166,7 @@ class StandIn:
         self.allocations = 0
         self.ooms = 0
         self.meters: list[MemoryMeter] = []  # a call's meters, counting every op's output after the device
-        self._stored: dict[int, _Stored] = {}
-        self._live = 0
+        self._storages = Storages()  # the device's storages, and page-locked host memory (uncounted)
         self._reserved = 0
         self._warm: set[torch.dtype] = set()
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # non_blocking copies to the host
@@ -191,13 +182,13 @@ class StandIn:
         key = _key(t)
         if key is None:
             return "cpu"
-        stored = self._stored.get(key)
+        stored = self._storages.get(key)
         if stored is None:
             return "cpu"
         if storage_gone(stored.ref):
-            self._forget(key)
+            self._storages.forget(key)
             return "cpu"
-        return "device" if stored.on_device else "pinned"
+        return "device" if stored.counted else "pinned"
 
     def on_device(self, t: torch.Tensor) -> bool:
         return self.where(t) == "device"
@@ -213,41 +204,30 @@ class StandIn:
         self._place(placed, on_device=True)
         return placed
 
-    def _forget(self, key: int) -> None:
-        stored = self._stored.pop(key, None)
-        if stored is not None and stored.on_device:
-            self._live -= stored.nbytes
-
     def _place(self, t: torch.Tensor, on_device: bool) -> int:
         """Record ``t``'s storage as the device's (or pinned); the bytes newly on the device."""
         key = _key(t)
         if key is None:
             return 0
-        old = self._stored.get(key)
-        if old is not None:
-            if not storage_gone(old.ref):
-                return 0
-            self._forget(key)
+        old = self._storages.get(key)
+        if old is not None and not storage_gone(old.ref):
+            return 0
         with torch._C.DisableTorchFunction():
             storage = _storage(t)
         size = int(storage.nbytes())
-        self._stored[key] = _Stored(StorageWeakRef(storage), size, on_device)
+        self._storages.add(key, storage, size, counted=on_device)  # (a freed storage's address reused: replaced)
         if not on_device:
             return 0
-        self._live += size
         self.allocations += 1
         return size
 
     # -- memory, as the caching allocator reports it ---------------------------------------------
     def live_bytes(self) -> int:
-        """The device's bytes still alive (asked at every allocating op: one pass, one C call a storage)."""
-        for key in [key for key, stored in self._stored.items() if handle_expired(stored.ref.cdata)]:
-            self._forget(key)
-        return self._live
+        """The device's bytes still alive (asked at every allocating op)."""
+        return self._storages.live_bytes()
 
     def live_count(self) -> int:
-        self.live_bytes()
-        return sum(1 for stored in self._stored.values() if stored.on_device)
+        return self._storages.count()
 
     def reserved(self, live: int | None = None) -> int:
         """The caching allocator keeps what was freed until empty_cache(); ``live``: ``live_bytes()``
@@ -382,7 +362,7 @@ class StandIn:
             for t in outputs:
                 key = _key(t)
                 if key is not None:
-                    self._forget(key)
+                    self._storages.forget(key)
             self.ooms += 1
             raise self._oom(new, live - new)
         self.peak = max(self.peak, live)
@@ -462,7 +442,7 @@ class StandIn:
 
     def record(self, kind: str, device: str = "", dtype: str = "", value: float = 0.0, source: str = "") -> None:
         drained = self.timeline.host >= self.timeline.device_free
-        self.events.append(Event(kind, device, self.timeline.host, self._live, dtype, value, source,  # type: ignore[arg-type]
+        self.events.append(Event(kind, device, self.timeline.host, self.live_bytes(), dtype, value, source,  # type: ignore[arg-type]
                                  drained, self.timeline.device_free))
 
     def launch(self, seconds: float) -> None:
