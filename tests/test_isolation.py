@@ -327,6 +327,21 @@ def test_device_nodes_bound_for_the_gpu_are_there_inside(monkeypatch: pytest.Mon
     assert os.path.basename(host) in proc.stdout.split()
 
 
+def test_a_gpu_the_sandbox_cannot_see_leaves_the_machine_unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine with /dev/nvidiactl the probe counts the CUDA devices inside the sandbox and out
+    (side by side: one torch import's wait, not two): the same count keeps the sandbox, another says
+    why not. Here a program stands in for the count: equal outside and in, then one that tells them
+    apart (bubblewrap's own pid namespace numbers the process low)."""
+    sandbox = probe()  # found first, without the node
+    if sandbox.mode != "bwrap":
+        pytest.skip("no bubblewrap here")
+    real_exists = os.path.exists
+    monkeypatch.setattr(isolation.os.path, "exists", lambda path: path == "/dev/nvidiactl" or real_exists(path))
+    assert isolation._gpus_lost_inside(sandbox, "print(2)") == ""
+    lost = isolation._gpus_lost_inside(sandbox, "import os; print(1 if os.getpid() < 100 else 2)")
+    assert lost == "the GPU inside bubblewrap (2 CUDA devices here, 1 inside)", lost
+
+
 # At its top level, each learner process looks for what another left behind — a System V segment, a
 # key in nobody's user keyring or persistent keyring (which outlives every process for days) — then
 # leaves its own: channels between learner processes that outlive them.
