@@ -120,15 +120,16 @@ class Storages:
                 self._always.add(key)
             elif held is not None:
                 self.forget(key)
-        if self._always:
-            for key in [key for key in self._always if handle_expired(self._held[key].ref.cdata)]:
+        for key in list(self._always):  # (copied at once: another thread's op may add or forget meanwhile)
+            held = self._held.get(key)
+            if held is None or handle_expired(held.ref.cdata):
                 self.forget(key)
         return self._bytes
 
     def count(self) -> int:
         """How many counted storages are alive."""
         self.live_bytes()
-        return sum(1 for held in self._held.values() if held.counted)
+        return sum(1 for held in list(self._held.values()) if held.counted)
 
 
 def tensors(obj: Any) -> list[torch.Tensor]:
