@@ -330,6 +330,52 @@ def test_the_learners_imports_never_race_the_grader(grade: Callable[..., Graded]
                                              for c in graded.lost(ex)]
 
 
+# The judge's own pytest options on the real checks, in a Python of their own (as the judge's, without
+# the plugins installed packages announce): which plugins the session registered, and what it collected.
+JUDGE_SESSION = r"""
+import json, os, sys
+import pytest
+from grader.judge.session import session_args
+from grader.paths import CHECKS_DIR
+
+class Probe:
+    def pytest_configure(self, config):
+        self.names = sorted(name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None)
+
+    def pytest_collection_finish(self, session):
+        self.items = len(session.items)
+
+probe = Probe()
+out, sys.stdout = sys.stdout, open(os.devnull, "w")
+code = pytest.main([*session_args(), "--collect-only", str(CHECKS_DIR)], plugins=[probe])
+sys.stdout = out
+print(json.dumps({"code": int(code), "names": probe.names, "items": probe.items}))
+"""
+
+
+def test_the_judges_pytest_leaves_out_the_plugins_it_never_uses() -> None:
+    """grader/judge/session.py ``NOT_LOADED``: none of those plugins is registered in a session run with
+    the judge's options — a misspelt name would leave its plugin in (so did an option that the docs
+    described and the code lacked: every check added and removed logging's handlers three times) —
+    while every plugin a check needs is, and the checks collect."""
+    from _pytest.config import default_plugins
+
+    from grader.judge.session import NOT_LOADED
+
+    assert set(NOT_LOADED) <= set(default_plugins), set(NOT_LOADED) - set(default_plugins)  # none misspelt
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run([sys.executable, "-c", JUDGE_SESSION], capture_output=True, text=True, timeout=300,
+                          env=env, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["code"] == 0 and found["items"] >= 35, found
+    names = set(found["names"])
+    assert not names & {*NOT_LOADED, *(f"pytest_{name}" for name in NOT_LOADED)}, names
+    assert not names & {"logging", "threadexception", "unraisableexception", "setuponly", "doctest"}, names
+    assert {"python", "runner", "fixtures", "skipping", "capture", "assertion", "warnings", "terminal",
+            "pytest_timeout"} <= names, names
+
+
 def test_the_judge_sends_start_before_it_waits_for_anything(tmp_path: Path) -> None:
     """grader/judge/__main__.py sends the learner process its Start before its own imports (pytest,
     torch, the checks: seconds) and before the learner process's Hello, so the learner's top level

@@ -26,6 +26,14 @@ from grader.wire.framing import Connection
 from grader.wire.messages import DeviceFound, Done, GraderBroken, Hello, Plan
 from grader.wire.signed import Writer
 
+# pytest's own plugins the judge never uses, kept out of its session: each wraps every phase of every
+# check or asks every collected file (logging added and removed its handlers three times a check; the
+# unraisable-exception plugin ended the session with five full gc.collect() calls). What a check needs
+# stays: python, runner, fixtures, mark, skipping, capture (``-s``), assertion (``--assert``), terminal,
+# warnings (the checks' filterwarnings), faulthandler, pytest-timeout.
+NOT_LOADED = ("unraisableexception", "threadexception", "logging", "cacheprovider", "stepwise", "doctest",
+              "unittest", "junitxml", "pastebin", "debugging", "subtests", "setuponly", "setupplan",
+              "legacypath", "tmpdir", "monkeypatch", "recwarn")
 HELLO_TIMEOUT_S = 300.0  # the learner process imports torch first (minutes on a cold, busy disk)
 # pytest's exit codes that mean it could not run the checks at all: interrupted (a collection
 # error), internal error, usage error (a plugin is missing), no tests collected.
@@ -44,6 +52,14 @@ def import_checks() -> list[ModuleType]:
         parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
         modules.append(importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts)))
     return modules
+
+
+def session_args() -> list[str]:
+    """The judge's pytest options, before the checks' paths. Checks report with fail(), never a bare
+    assert: rewriting them costs ~1 s a process."""
+    blocked = [arg for name in NOT_LOADED for arg in ("-p", f"no:{name}")]
+    return ["-s", "-q", "--no-header", "--tb=no", "--assert=plain", *blocked, "-p", "pytest_timeout",
+            "--rootdir", str(CHECKS_DIR), "-c", str(CHECKS_DIR / "pytest.ini")]
 
 
 def device_found(hello: Hello) -> DeviceFound:
@@ -66,16 +82,8 @@ def judge(plan: Plan, conn: Connection, writer: Writer) -> NoReturn:
     writer.send(device_found(hello))
     learner = LearnerProcess(conn, hello, writer.send)
     plugin = JudgePlugin(plan, writer, learner)
-    # Checks report with fail(), never a bare assert: rewriting them costs ~1 s a process. The
-    # unraisable-exception plugin ends the session with five full gc.collect() calls.
     gc.freeze()
-    args = [
-        "-s", "-q", "--no-header", "--tb=no", "--assert=plain", "-p", "no:unraisableexception",
-        "-p", "pytest_timeout", "-p", "no:cacheprovider", "-p", "no:stepwise",
-        "--rootdir", str(CHECKS_DIR), "-c", str(CHECKS_DIR / "pytest.ini"),
-        *[str(CHECKS_DIR / c.nodeid) for c in plan.checks],
-        str(CHECKS_DIR / CANARY),
-    ]
+    args = [*session_args(), *[str(CHECKS_DIR / c.nodeid) for c in plan.checks], str(CHECKS_DIR / CANARY)]
     stdout, sys.stdout = sys.stdout, open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as pytest
     code = pytest.main(args, plugins=[Registrar(plugin, stdout)])
     if int(code) in PYTEST_COULD_NOT_RUN:
