@@ -170,12 +170,12 @@ def test_a_storage_whose_weak_reference_fired_early_is_counted_until_it_dies() -
     key = kept.untyped_storage()._cdata
     storages._noted.add(key)  # what the callback does, while the storage is alive
     assert storages.live_bytes() == 8 * 4 + 2 * 4
-    assert key in storages._always
+    assert key in storages._asked
     del other
     assert storages.live_bytes() == 8 * 4
     del kept
     assert storages.live_bytes() == 0
-    assert not storages._always
+    assert not storages._asked
 
 
 def test_the_ex4_budget_is_the_same_for_every_draw() -> None:

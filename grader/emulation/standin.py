@@ -53,7 +53,7 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patc
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.surface import Surface
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
-from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, storage_gone, tensors
+from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, tensors
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
 
@@ -182,11 +182,8 @@ class StandIn:
         key = _key(t)
         if key is None:
             return "cpu"
-        stored = self._storages.get(key)
+        stored = self._storages.alive(key)
         if stored is None:
-            return "cpu"
-        if storage_gone(stored.ref):
-            self._storages.forget(key)
             return "cpu"
         return "device" if stored.counted else "pinned"
 
@@ -209,8 +206,7 @@ class StandIn:
         key = _key(t)
         if key is None:
             return 0
-        old = self._storages.get(key)
-        if old is not None and not storage_gone(old.ref):
+        if self._storages.alive(key) is not None:
             return 0
         with torch._C.DisableTorchFunction():
             storage = _storage(t)

@@ -51,11 +51,6 @@ def counted(meters: Sequence[MemoryMeter], op: Callable[..., Any], args: tuple[A
     return out
 
 
-def storage_gone(ref: StorageWeakRef) -> bool:
-    """Whether the storage ``ref`` points to was freed."""
-    return bool(handle_expired(ref.cdata))
-
-
 @dataclass
 class Held:
     """One storage a ``Storages`` holds: the reference that says, exactly, whether it is alive; its
@@ -85,11 +80,15 @@ class Storages:
         self._held: dict[int, Held] = {}
         self._bytes = 0  # the counted bytes of what _held holds
         self._noted: set[int] = set()  # addresses whose storage's Python object was released since the last look
-        self._always: set[int] = set()  # addresses whose callback ran early: asked every time
+        self._asked: set[int] = set()  # addresses asked at the next look: once, or every time if found alive
 
-    def get(self, key: int) -> Held | None:
-        """What is held at ``key``, alive or not (``storage_gone`` says)."""
-        return self._held.get(key)
+    def alive(self, key: int) -> Held | None:
+        """What is held at ``key`` while its storage lives; a storage found freed is forgotten."""
+        held = self._held.get(key)
+        if held is not None and handle_expired(held.ref.cdata):
+            self.forget(key)
+            return None
+        return held
 
     def add(self, key: int, storage: torch.UntypedStorage, nbytes: int, *, counted: bool) -> None:
         """Hold ``storage`` (at ``key``, where nothing alive is held)."""
@@ -106,7 +105,7 @@ class Storages:
     def forget(self, key: int) -> None:
         held = self._held.pop(key, None)
         self._noted.discard(key)
-        self._always.discard(key)
+        self._asked.discard(key)
         if held is not None and held.counted:
             self._bytes -= held.nbytes
 
@@ -114,17 +113,11 @@ class Storages:
         """The counted bytes of the storages still alive."""
         noted = self._noted  # the set every callback adds to (popped one by one: a storage may die meanwhile)
         while noted:
-            key = noted.pop()
-            held = self._held.get(key)
-            if held is not None and not handle_expired(held.ref.cdata):
-                self._always.add(key)
-            elif held is not None:
-                self.forget(key)
-        for key in list(self._always):  # (copied at once: another thread's op may add or forget meanwhile)
-            held = self._held.get(key)
-            if held is None or handle_expired(held.ref.cdata):
-                self.forget(key)
-        return self._bytes
+            self._asked.add(noted.pop())
+        for key in list(self._asked):  # (copied at once: another thread's op may add or forget meanwhile)
+            if self.alive(key) is None:  # freed (and forgotten), or no longer held
+                self._asked.discard(key)
+        return self._bytes  # (one found alive after its callback stays asked)
 
     def count(self) -> int:
         """How many counted storages are alive."""
@@ -202,8 +195,7 @@ class MemoryMeter(TorchDispatchMode):
                 continue
             storage = leaf.untyped_storage()
             key = storage._cdata
-            known = self._storages.get(key)
-            if known is not None and not storage_gone(known.ref):
+            if self._storages.alive(key) is not None:
                 continue
             size = storage.nbytes()
             self._storages.add(key, storage, size, counted=True)  # (a freed storage's address reused: replaced)
