@@ -6,7 +6,9 @@ Forked processes themselves are tested end to end in tests/test_hostile.py (``ba
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -171,3 +173,51 @@ def test_a_judge_server_computes_what_every_grading_shares_and_its_children_stil
     proc = subprocess.run([sys.executable, "-c", AHEAD_THEN_FORK], capture_output=True, text=True, timeout=90,
                           check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.stdout.split() == ["computed", "1", "threads", "2", "child", "0"], proc.stderr[-2000:]
+
+
+def _current_bytecode(source: Path) -> bool:
+    """Whether Python's import would use the .pyc beside ``source`` rather than compile it again: the
+    header's magic number, its timestamp mode, the source's mtime and size (importlib's own check)."""
+    cached = Path(importlib.util.cache_from_source(str(source)))
+    if not cached.exists():
+        return False
+    header = cached.read_bytes()[:16]
+    stat = source.stat()
+    return header == (importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+                      + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                      + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+
+
+def test_a_graders_launchers_leave_every_module_their_processes_import_compiled(tmp_path: Path) -> None:
+    """The judge and the learner process never write bytecode (``base_env``; a read-only sandbox), and the
+    grader's own process imports neither the checks nor the judge: each launcher compiles the package
+    first (``compile_ahead``), what is stale too, and writes nothing where its own Python may not."""
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "grader", copy / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env["PYTHONPATH"] = str(copy)
+    program = ("from grader.run import isolation, launch\nfrom grader.run.share import WHOLE\n"
+               "with launch.{}: pass\n")
+    sources = sorted((copy / "grader").rglob("*.py"))
+    checks = [s for s in sources if "checks" in s.relative_to(copy).parts]
+    assert len(checks) > 30
+
+    for opened in ("grading_launcher(isolation.NONE)", "launcher_for_batch(False, WHOLE, isolation.NONE)"):
+        for source in (copy / "grader").rglob("__pycache__"):
+            shutil.rmtree(source)
+        subprocess.run([sys.executable, "-c", program.format(opened)], env=env, check=True, cwd=tmp_path)
+        assert [str(s.relative_to(copy)) for s in sources if not _current_bytecode(s)] == [], opened
+
+    edited = checks[0]
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    os.utime(edited, (time.time() + 5, time.time() + 5))  # a later second than its old bytecode's
+    assert not _current_bytecode(edited)
+    subprocess.run([sys.executable, "-c", program.format("grading_launcher(isolation.NONE)")], env=env, check=True,
+                   cwd=tmp_path)
+    assert _current_bytecode(edited)
+
+    for source in (copy / "grader").rglob("__pycache__"):
+        shutil.rmtree(source)
+    subprocess.run([sys.executable, "-c", program.format("grading_launcher(isolation.NONE)")],
+                   env={**env, "PYTHONDONTWRITEBYTECODE": "1"}, check=True, cwd=tmp_path)
+    assert list((copy / "grader").rglob("*.pyc")) == []
