@@ -32,9 +32,9 @@ NOT_OOM = "grader's test error: mat1 and mat2 shapes cannot be multiplied (not a
 def ex4_problem(device: torch.device, seed: int = EX4_SEED) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     """The back-off step's model and batch; ``seed``: the grading's (grader/reference/draws.py)."""
     gen = torch.Generator().manual_seed(seed)
-    # Wide and shallow: activations (batch x 2048) dominate the weights, so the peak memory
+    # Wide and shallow: activations (batch x 512) dominate the weights, so the peak memory
     # of a step halves with the micro-batch and a budget can tell the sizes apart.
-    model = nn.Sequential(nn.Linear(32, 2048), nn.ReLU(), nn.Linear(2048, 4))
+    model = nn.Sequential(nn.Linear(32, 512), nn.ReLU(), nn.Linear(512, 4))
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * 0.05)

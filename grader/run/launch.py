@@ -494,9 +494,11 @@ def compile_ahead() -> None:
     read-only), so in an editable install (the README's) every exec'd judge compiled its modules and the
     ~40 checks again — 0.2 s of the judge's start, on `grader grade`'s critical path, at every grading.
     3 ms when nothing is stale. Nothing is written where the grader's own process may not write
-    bytecode (``PYTHONDONTWRITEBYTECODE``), and a package it cannot write to (a read-only install) is
-    left as it is: the processes then compile in memory, as before."""
-    if not sys.dont_write_bytecode:
+    bytecode (``PYTHONDONTWRITEBYTECODE``), and a package it cannot write to (a read-only install, whose
+    every file would be compiled again at each command only to fail to be written) is left as it is:
+    the processes then compile in memory, as before."""
+    cache = PACKAGE_DIR / "__pycache__"
+    if not sys.dont_write_bytecode and os.access(cache if cache.is_dir() else PACKAGE_DIR, os.W_OK):
         compileall.compile_dir(PACKAGE_DIR, quiet=2)
 
 
