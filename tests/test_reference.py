@@ -9,6 +9,7 @@ import copy
 import gc
 import subprocess
 import sys
+import traceback
 
 import pytest
 import torch
@@ -187,3 +188,19 @@ def test_the_ex4_budget_is_the_same_for_every_draw() -> None:
 
     for micro in (BATCH // 2, (BATCH + 3) // 4):
         assert len({peak_bytes(micro, seed) for seed in (EX4_SEED, *(Draw(s).ex4_seed for s in (1, 2, 3)))}) == 1
+
+
+def test_ex5s_problem_draws_torch_manual_seeds_weights_without_seeding_a_device_that_never_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """ex5_problem seeds the CPU's generator alone: the weights, and the global stream after them, are
+    torch.manual_seed's, and nothing queues CUDA's or XPU's seeding, whose lazy call formats the whole
+    stack (a learner builds the problem ~20 times a grading)."""
+    torch.manual_seed(11)
+    expected = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 3))
+    expected_next = torch.rand(4)
+    formatted: list[int] = []
+    monkeypatch.setattr(traceback, "format_stack", lambda *args, **kwargs: formatted.append(1) or [])
+    model, _, _ = ex5_problem(64, 8, 32, 3, 11)
+    assert torch.equal(torch.rand(4), expected_next)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), expected.parameters(), strict=True))
+    assert formatted == []
