@@ -204,3 +204,14 @@ def test_ex5s_problem_draws_torch_manual_seeds_weights_without_seeding_a_device_
     assert torch.equal(torch.rand(4), expected_next)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), expected.parameters(), strict=True))
     assert formatted == []
+
+
+def test_the_ex4_budget_fits_a_quarter_of_the_batch_and_not_a_half_with_room_either_side() -> None:
+    """ex4.backoff_matches_full_batch's premise, whatever the problem's shapes (its hidden layer went from
+    2048 to 512 wide): the reference step's peak at B/4 fits the budget and at B/2 does not, each by a
+    fifth of B/4's peak at least — room for a learner's loop that holds a little more or less."""
+    from grader.checks.ex4_oom.workload import BATCH, budget_forcing_backoff, peak_bytes
+
+    budget = budget_forcing_backoff()
+    quarter, half = peak_bytes((BATCH + 3) // 4), peak_bytes(BATCH // 2)
+    assert quarter + quarter / 5 < budget < half - quarter / 5
