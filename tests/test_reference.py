@@ -215,3 +215,21 @@ def test_the_ex4_budget_fits_a_quarter_of_the_batch_and_not_a_half_with_room_eit
     budget = budget_forcing_backoff()
     quarter, half = peak_bytes((BATCH + 3) // 4), peak_bytes(BATCH // 2)
     assert quarter + quarter / 5 < budget < half - quarter / 5
+
+
+def test_the_ops_walker_finds_pytrees_tensors_in_pytrees_order_at_any_depth() -> None:
+    """``tensors`` (every op's arguments and outputs, in the meter, the stand-in and the observer) against
+    PyTorch's own pytree: the same tensors in the same order, through tuples, lists, dicts and
+    scalars; and a nesting 5000 deep (past Python's recursion limit) walked all the same."""
+    from torch.utils._pytree import tree_leaves
+
+    a, b, c = torch.ones(1), torch.zeros(2), nn.Parameter(torch.ones(3))
+    cases = [a, ((a, b), {}), ((a, [b, c], 1.0, None, "x"), {"dtype": torch.float16, "out": (c, {"k": [a]})}),
+             ((), {}), [[], [[[]]], ([a],)], {"z": c, "a": [{"b": (a, [b])}], "m": 3}]
+    for case in cases:
+        assert [id(t) for t in meter_module.tensors(case)] == [
+            id(t) for t in tree_leaves(case) if isinstance(t, torch.Tensor)], case
+    deep: list[object] = [a]
+    for _ in range(5000):
+        deep = [{"in": deep}, b]
+    assert [id(t) for t in meter_module.tensors((deep, {}))] == [id(a)] + [id(b)] * 5000
