@@ -125,7 +125,7 @@ class Storages:
         return sum(1 for held in list(self._held.values()) if held.counted)
 
 
-_SEQUENCES = (list, tuple)
+_CONTAINERS = (list, tuple, dict)
 _NESTED = 16  # how deep ``tensors`` recurses before it walks a subtree with a stack of its own
 
 
@@ -139,10 +139,8 @@ def tensors(obj: Any) -> list[torch.Tensor]:
     if isinstance(obj, torch.Tensor):
         return [obj]
     found: list[torch.Tensor] = []
-    if isinstance(obj, _SEQUENCES):
-        _walk(obj, found, 0)
-    elif isinstance(obj, dict):
-        _walk(obj.values(), found, 0)
+    if isinstance(obj, _CONTAINERS):
+        _walk(obj.values() if isinstance(obj, dict) else obj, found, 0)
     return found
 
 
@@ -150,16 +148,12 @@ def _walk(items: Iterable[Any], found: list[torch.Tensor], depth: int) -> None:
     for item in items:
         if isinstance(item, torch.Tensor):
             found.append(item)
-        elif isinstance(item, _SEQUENCES):
+        elif isinstance(item, _CONTAINERS):  # (a dict: its values)
+            inner = item.values() if isinstance(item, dict) else item
             if depth < _NESTED:
-                _walk(item, found, depth + 1)
+                _walk(inner, found, depth + 1)
             else:
-                _walk_deep(item, found)
-        elif isinstance(item, dict):
-            if depth < _NESTED:
-                _walk(item.values(), found, depth + 1)
-            else:
-                _walk_deep(item.values(), found)
+                _walk_deep(inner, found)
 
 
 def _walk_deep(items: Iterable[Any], found: list[torch.Tensor]) -> None:
@@ -169,11 +163,8 @@ def _walk_deep(items: Iterable[Any], found: list[torch.Tensor]) -> None:
         for item in stack[-1]:
             if isinstance(item, torch.Tensor):
                 found.append(item)
-            elif isinstance(item, _SEQUENCES):
-                stack.append(iter(item))
-                break
-            elif isinstance(item, dict):
-                stack.append(iter(item.values()))
+            elif isinstance(item, _CONTAINERS):
+                stack.append(iter(item.values() if isinstance(item, dict) else item))
                 break
         else:
             stack.pop()
