@@ -173,6 +173,7 @@ class _Pair:
     cgroup: RunCgroup | None
     trace: Trace = field(default_factory=Trace)
     refused: int = 0  # forks the cgroup refused before the running check started
+    settled: bool = False  # ``refused`` was read as the last check ended, before the next could start
     lines: Lines = field(default_factory=lambda: Lines(MAX_LINE))
     forged: int = 0
     cell_started: list[float] = field(default_factory=list)  # when each running cell started (monotonic)
@@ -404,14 +405,26 @@ class _Runner:
 
     def limited(self, pair: _Pair, message: object) -> object:
         """A check during which the kernel refused the learner a process or a thread ran into the
-        process limit, whatever the learner's code made of the refusal (the cgroup says so)."""
+        process limit, whatever the learner's code made of the refusal (the cgroup says so).
+
+        The count before a check is read as the check before it ends, not as the check starts: this
+        process reads the judge's messages when it is next scheduled, and on a busy machine a check's
+        ``CheckStarted`` was read after its thread bomb had met the limit — the count then already held
+        the refusals, and the learner's "can't start new thread" read as its own error. Still a read when
+        this process runs: starved past the previous check's end too, it gives the refusals to that check
+        if that one failed (never to a passed check: no point moves, only which error names the limit)."""
         if pair.cgroup is None:
             return message
         if isinstance(message, CheckStarted):
-            pair.refused = pair.cgroup.limit_hits()
-        elif isinstance(message, CheckEnded) and message.status != "passed" and pair.cgroup.limit_hits() > pair.refused:
-            return dataclasses.replace(message, status="error", message="process_limit",
-                                       params={"limit": str(self.limits.max_processes)})
+            if not pair.settled:  # the run's first check: nothing ended before it
+                pair.refused = pair.cgroup.limit_hits()
+            pair.settled = False
+        elif isinstance(message, CheckEnded):
+            before, hits = pair.refused, pair.cgroup.limit_hits()
+            pair.refused, pair.settled = hits, True  # the next check's count starts here
+            if message.status != "passed" and hits > before:
+                return dataclasses.replace(message, status="error", message="process_limit",
+                                           params={"limit": str(self.limits.max_processes)})
         return message
 
     def context(self) -> Context:
