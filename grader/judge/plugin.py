@@ -167,7 +167,7 @@ class JudgePlugin:
         if check is not None:
             self._started[nodeid] = _perf_counter()
             self.learner.check_deadline = time.monotonic() + check.timeout_s
-            self.send(CheckStarted(check.id))
+            self.send(CheckStarted(check.id, self.refused()))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
@@ -198,7 +198,22 @@ class JudgePlugin:
         mode, labels = graded_on(self._devices.get(nodeid, []))
         duration = _perf_counter() - self._started.get(nodeid, _perf_counter())
         self.send(CheckEnded(check.id, status, message, {k: cut(str(v), 400) for k, v in params.items()}, mode,
-                             tuple(labels), round(duration, 4)))
+                             tuple(labels), round(duration, 4), self.refused()))
+
+    def refused(self) -> int:
+        """The forks and threads the run's cgroup refused so far (-1: no count to read). Read here, where
+        each check begins and ends in step with the learner process: the grader reads the judge's messages
+        when it is next scheduled, on a busy machine after the next check's refusals
+        (grader/run/sandbox.py ``limited``)."""
+        if self.plan.refusals_fd < 0:
+            return -1
+        try:
+            events = os.pread(self.plan.refusals_fd, 4096, 0).decode("ascii", "replace")
+        except OSError:
+            return -1
+        counts = dict(line.partition(" ")[::2] for line in events.splitlines())  # "max 3": the kernel's refusals
+        count = counts.get("max", "").strip()
+        return int(count) if count.isdigit() else -1
 
     def graded_on_device(self, nodeid: str, mode: DeviceMode, label: str) -> None:
         """The report says where a check ran: each device it entered."""

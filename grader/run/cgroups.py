@@ -123,11 +123,15 @@ class RunCgroup:
 
     def limit_hits(self) -> int:
         """How many forks (or threads) the kernel refused so far."""
-        for line in _read(self.path / "pids.events").splitlines():
+        for line in _read(self.events()).splitlines():
             name, _, count = line.partition(" ")
             if name == "max" and count.strip().isdigit():
                 return int(count)
         return 0
+
+    def events(self) -> Path:
+        """The file that counts them (the judge reads it too, through an fd: grader/judge/plugin.py)."""
+        return self.path / "pids.events"
 
     def tasks(self) -> list[int]:
         return [int(pid) for pid in _read(self.path / "cgroup.procs").split()]

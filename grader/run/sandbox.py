@@ -174,6 +174,7 @@ class _Pair:
     trace: Trace = field(default_factory=Trace)
     refused: int = 0  # forks the cgroup refused before the running check started
     settled: bool = False  # ``refused`` was read as the last check ended, before the next could start
+    judge_refused: int = -1  # the count the judge read as the running check began (-1: it has none)
     lines: Lines = field(default_factory=lambda: Lines(MAX_LINE))
     forged: int = 0
     cell_started: list[float] = field(default_factory=list)  # when each running cell started (monotonic)
@@ -182,6 +183,12 @@ class _Pair:
     def tasks(self) -> int:
         """The run's processes and threads, where no cgroup counts them."""
         return token_tasks(self.token) if self.token else tree_tasks(self.learner.pid)
+
+
+def _open_read(path: Path) -> int | None:
+    with contextlib.suppress(OSError):
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    return None
 
 
 def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
@@ -271,9 +278,11 @@ class _Runner:
         cgroup = (RunCgroup(self.isolation.cgroups, task_limit(self.limits), self.isolation.memory_cgroups,
                             self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
         cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
+        events_fd = _open_read(cgroup.events()) if cgroup is not None else None
         try:
             judge_spawn = Spawn("judge", {**base, **JUDGE_THREADS, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
-                                (write_fd, judge_end.fileno()), self.limits)
+                                (write_fd, judge_end.fileno(), *([] if events_fd is None else [events_fd])),
+                                self.limits)
             self.launcher.prepare(judge_spawn)  # a fork server's imports, beside the learner's start
             learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
                                                 self.limits, self.device, cgroup_fds))
@@ -283,10 +292,11 @@ class _Runner:
             learner_end.close()
             judge_end.close()
             os.close(write_fd)
-            for fd in cgroup_fds:
+            for fd in (*cgroup_fds, *([] if events_fd is None else [events_fd])):
                 os.close(fd)
         checks = tuple(PlannedCheck(c.id, c.nodeid, c.timeout_s) for c in pending)
-        plan = Plan(checks, self.start_message(pending), self.device, judge.fds[0], judge.fds[1], key.hex(), self.seed)
+        plan = Plan(checks, self.start_message(pending), self.device, judge.fds[0], judge.fds[1], key.hex(), self.seed,
+                    judge.fds[2] if events_fd is not None else -1)
         with contextlib.suppress(OSError):
             judge.stdin.write(encode(plan) + b"\n")
             judge.stdin.close()
@@ -407,21 +417,26 @@ class _Runner:
         """A check during which the kernel refused the learner a process or a thread ran into the
         process limit, whatever the learner's code made of the refusal (the cgroup says so).
 
-        The count before a check is read as the check before it ends, not as the check starts: this
-        process reads the judge's messages when it is next scheduled, and on a busy machine a check's
-        ``CheckStarted`` was read after its thread bomb had met the limit — the count then already held
-        the refusals, and the learner's "can't start new thread" read as its own error. Still a read when
-        this process runs: starved past the previous check's end too, it gives the refusals to that check
-        if that one failed (never to a passed check: no point moves, only which error names the limit)."""
+        The judge reads the count as each check begins and ends (``CheckStarted.refused``,
+        ``CheckEnded.refused``, through the run's ``pids.events`` it is handed), in step with the learner
+        process: this process reads the judge's messages only when it is next scheduled, and on a busy
+        machine read a check's ``CheckStarted`` after that check's thread bomb — the refusals then looked
+        older than the check, and the learner's "can't start new thread" read as its own error. Where the
+        judge has no count, this process's own reads stand in: the count before a check taken as the check
+        before it ended (starved past that too, the refusals go to that check if it failed — never to a
+        passed one)."""
         if pair.cgroup is None:
             return message
         if isinstance(message, CheckStarted):
             if not pair.settled:  # the run's first check: nothing ended before it
                 pair.refused = pair.cgroup.limit_hits()
             pair.settled = False
+            pair.judge_refused = message.refused
         elif isinstance(message, CheckEnded):
             before, hits = pair.refused, pair.cgroup.limit_hits()
             pair.refused, pair.settled = hits, True  # the next check's count starts here
+            if pair.judge_refused >= 0 and message.refused >= 0:  # the judge's own counts: exact
+                before, hits = pair.judge_refused, message.refused
             if message.status != "passed" and hits > before:
                 return dataclasses.replace(message, status="error", message="process_limit",
                                            params={"limit": str(self.limits.max_processes)})

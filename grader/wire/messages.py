@@ -410,6 +410,7 @@ class Plan:
     learner_fd: int
     key: str  # the channel's key (hex); the learner process never sees it
     seed: int = 0  # the grading's secret: the checks draw their problems from it (grader/reference/draws.py)
+    refusals_fd: int = -1  # the run's pids.events, read-only: the judge counts refused forks check by check
 
 
 # -- judge → grader (the signed channel) ----------------------------------------------------------
@@ -433,6 +434,7 @@ class GraderBroken:
 @dataclass(frozen=True)
 class CheckStarted:
     check: str
+    refused: int = -1  # forks the run's cgroup had refused as the judge began it (-1: none it can read)
 
 
 @dataclass(frozen=True)
@@ -449,6 +451,7 @@ class CheckEnded:
     mode: DeviceMode = "cpu"
     devices: tuple[str, ...] = ()
     duration_s: float = 0.0
+    refused: int = -1  # forks the run's cgroup had refused as the judge ended it (-1: none it can read)
 
 
 @dataclass(frozen=True)
