@@ -110,6 +110,13 @@ class RunCgroup:
         paths = [self.path] + ([self.memory] if self.memory is not None and self.memory != self.path else [])
         return tuple(os.open(path / "cgroup.procs", os.O_WRONLY) for path in paths)
 
+    def events_fds(self) -> tuple[int, ...]:
+        """An fd of its ``pids.events``, read-only (none where it cannot be opened): the judge counts the
+        refused forks through it as each check begins and ends (grader/judge/plugin.py ``refused``)."""
+        with contextlib.suppress(OSError):
+            return (os.open(self.path / "pids.events", os.O_RDONLY | os.O_CLOEXEC),)
+        return ()
+
     def oom_kills(self) -> int:
         """How many of its processes the kernel stopped for holding more than its memory."""
         if self.memory is None:
@@ -123,15 +130,11 @@ class RunCgroup:
 
     def limit_hits(self) -> int:
         """How many forks (or threads) the kernel refused so far."""
-        for line in _read(self.events()).splitlines():
+        for line in _read(self.path / "pids.events").splitlines():
             name, _, count = line.partition(" ")
             if name == "max" and count.strip().isdigit():
                 return int(count)
         return 0
-
-    def events(self) -> Path:
-        """The file that counts them (the judge reads it too, through an fd: grader/judge/plugin.py)."""
-        return self.path / "pids.events"
 
     def tasks(self) -> list[int]:
         return [int(pid) for pid in _read(self.path / "cgroup.procs").split()]

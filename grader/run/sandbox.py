@@ -185,12 +185,6 @@ class _Pair:
         return token_tasks(self.token) if self.token else tree_tasks(self.learner.pid)
 
 
-def _open_read(path: Path) -> int | None:
-    with contextlib.suppress(OSError):
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    return None
-
-
 def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
                launcher: Launcher | None = None, seed: int = 0) -> SandboxRun:
     """Grade ``checks`` (all of exercises that have a source) in as few runs as possible."""
@@ -278,11 +272,10 @@ class _Runner:
         cgroup = (RunCgroup(self.isolation.cgroups, task_limit(self.limits), self.isolation.memory_cgroups,
                             self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
         cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
-        events_fd = _open_read(cgroup.events()) if cgroup is not None else None
+        events_fds = cgroup.events_fds() if cgroup is not None else ()
         try:
             judge_spawn = Spawn("judge", {**base, **JUDGE_THREADS, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
-                                (write_fd, judge_end.fileno(), *([] if events_fd is None else [events_fd])),
-                                self.limits)
+                                (write_fd, judge_end.fileno(), *events_fds), self.limits)
             self.launcher.prepare(judge_spawn)  # a fork server's imports, beside the learner's start
             learner = self.launcher.start(Spawn("learner", learner_env, self.learner_workdir(), (learner_end.fileno(),),
                                                 self.limits, self.device, cgroup_fds))
@@ -292,11 +285,11 @@ class _Runner:
             learner_end.close()
             judge_end.close()
             os.close(write_fd)
-            for fd in (*cgroup_fds, *([] if events_fd is None else [events_fd])):
+            for fd in (*cgroup_fds, *events_fds):
                 os.close(fd)
         checks = tuple(PlannedCheck(c.id, c.nodeid, c.timeout_s) for c in pending)
         plan = Plan(checks, self.start_message(pending), self.device, judge.fds[0], judge.fds[1], key.hex(), self.seed,
-                    judge.fds[2] if events_fd is not None else -1)
+                    judge.fds[2] if events_fds else -1)
         with contextlib.suppress(OSError):
             judge.stdin.write(encode(plan) + b"\n")
             judge.stdin.close()
