@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from grader.checks.ex5_amp.workload import AMP_STEPS, really_reduced, small, train
+from grader.checks.ex5_amp.workload import AMP_STEPS, Earlier, really_reduced, small, train
 from grader.judge.api import Device, Hello, LearnerModule, fail, runs_amp
 from grader.reference.draws import Draw
 
@@ -34,11 +34,12 @@ MESSAGES = {
 
 
 def test_fp16_uses_grad_scaler(ex5: LearnerModule, devices: Callable[..., list[Device]], hello: Hello,
-                  draw: Draw) -> None:
+                               draw: Draw, earlier: Earlier) -> None:
     for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.float16)):
         with dev, dev.instruments(watch_amp=True) as calls:
             losses = train(ex5, dev, dev.build("ex5.problem", *small(draw)), AMP_STEPS, torch.float16,
                            lr=draw.ex5_lr)
+        earlier.deprecated[dev.label] = tuple(calls.deprecated)
         if really_reduced(dev, torch.float16, losses, small(draw), draw.ex5_lr) == 0:
             fail("ex5.no_autocast", device=dev.label, dtype="float16")
         if min(calls.scale, calls.step, calls.update) < AMP_STEPS and calls.disabled:

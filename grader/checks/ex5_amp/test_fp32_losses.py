@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.checks.ex5_amp.workload import reference_fp32, small, train
+from grader.checks.ex5_amp.workload import Earlier, reference_fp32, small, train
 from grader.judge.api import Device, LearnerModule, fail
 from grader.reference.draws import Draw
 
@@ -25,11 +25,14 @@ MESSAGES = {
 STEPS = 3
 
 
-def test_fp32_losses(ex5: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
+def test_fp32_losses(ex5: LearnerModule, devices: Callable[..., list[Device]], draw: Draw, earlier: Earlier) -> None:
     expected = reference_fp32(small(draw), STEPS, draw.ex5_lr)
     for dev in devices("cpu", "cuda", "mps"):
         with dev:
-            losses = train(ex5, dev, dev.build("ex5.problem", *small(draw)), STEPS, None, lr=draw.ex5_lr, strict=True)
+            problem = dev.build("ex5.problem", *small(draw))
+            losses = train(ex5, dev, problem, STEPS, None, lr=draw.ex5_lr, strict=True)
+            if dev.device.type != "cpu":
+                earlier.saw_model(dev, problem[0])  # for the check of where the model goes
         for step, (got, want) in enumerate(zip(losses, expected, strict=True), start=1):
             if abs(got - want) > 1e-4 * max(1.0, abs(want)):
                 # Which step, never the numbers: the reference's losses would answer this grading.

@@ -4,11 +4,22 @@ several of its checks share."""
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from grader.judge.api import Built, Device, LearnerModule, LearnerRaised, Tampered, device_of, fail, is_number
+from grader.judge.api import (
+    Built,
+    Device,
+    LearnerModule,
+    LearnerRaised,
+    LearnerSideFailed,
+    Tampered,
+    device_of,
+    fail,
+    is_number,
+)
 from grader.reference.draws import Draw
 from grader.reference.problems import ex5_problem, ex5_reference_fp32
 
@@ -142,3 +153,26 @@ def model_device(dev: Device, model: Built, *, trained: bool = False) -> str:
     if trained and where == dev.device.type != "cpu" and not products:
         raise Tampered(f"a model on {where} that ran no product there")
     return str(where)
+
+
+@dataclass
+class Earlier:
+    """What this grading's earlier ex5 checks saw on each device (by its label: a stand-in never answers
+    for a real device), for a later check that would otherwise train again only to see the same thing:
+    which deprecated AMP APIs a finished float16 training called (watched), and where a finished FP32
+    training left its model. Only finished trainings are kept: one that raised, or that the learner's
+    answer failed, is trained again by the check that reads it, which then says why in its own words; a
+    check whose earlier one is not in the grading, or runs after it, trains on its own. One per judge
+    process (one learner's grading: the ``earlier`` fixture, grader/checks/ex5_amp/conftest.py)."""
+
+    deprecated: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    model_on: dict[str, str] = field(default_factory=dict)
+
+    def saw_model(self, dev: Device, model: Built) -> None:
+        """Where ``model`` ended after the training just run inside ``with dev:`` (``model_device``),
+        kept unless reading it back failed or did not hold together: the check that reads it then
+        trains again and says so itself, and this check's verdict never depends on it."""
+        try:
+            self.model_on[dev.label] = model_device(dev, model, trained=True)
+        except (Tampered, LearnerSideFailed):
+            return
