@@ -22,6 +22,7 @@ from grader.course import load_course
 from grader.grading import grade
 from grader.run import launch, reaper
 from grader.run.isolation import PASSED_ENV
+from grader.run.sandbox import base_env
 from grader.run.share import THREAD_VARS, WHOLE, machine_share
 from grader.wire.codec import decode, encode
 from grader.wire.messages import ForkRequest
@@ -173,6 +174,48 @@ def test_a_judge_server_computes_what_every_grading_shares_and_its_children_stil
     proc = subprocess.run([sys.executable, "-c", AHEAD_THEN_FORK], capture_output=True, text=True, timeout=90,
                           check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.stdout.split() == ["computed", "1", "threads", "2", "child", "0"], proc.stderr[-2000:]
+
+
+COLLECT_ONCE = """
+import dataclasses, sys
+from grader.course import load_course
+from grader.judge.session import serve_collected
+from grader.wire.messages import Plan, PlannedCheck, Start
+
+course = load_course()
+checks = tuple(PlannedCheck(c.id, c.nodeid, c.timeout_s) for c in reversed(course.checks))  # any order, any subset
+plan = Plan(checks[:7], Start({}, "/tmp", 1.0, 1.0), "cpu", 0, 0, "")
+if sys.argv[1] == "broken":  # a check module that does not import
+    sys.modules["grader.checks." + course.checks[0].nodeid.split("::")[0][:-3].replace("/", ".")] = None
+
+def loop(collected):  # prints to the process's stdout: inside the session, sys.stdout is pytest's sink
+    out = sys.__stdout__
+    print("served", collected is not None, file=out)
+    if collected is not None:
+        items = [item.nodeid for item in collected.items(plan)]
+        print("in_order", items == [c.nodeid for c in plan.checks] + ["test_canary.py::test_canary"], file=out)
+        nope = PlannedCheck("ex1.nope", "ex1_device/test_nope.py::test_nope", 1.0)
+        unknown = dataclasses.replace(plan, checks=(nope,))
+        print("unknown", collected.items(unknown), file=out, flush=True)
+
+serve_collected(loop)
+print("after", sys.stdout.name if hasattr(sys.stdout, "name") else "?")
+"""
+
+
+@pytest.mark.parametrize("checks", ["importable", "broken"])
+def test_a_judge_server_collects_the_checks_once_and_serves_inside_that_session(checks: str) -> None:
+    """The judge's server forks its judges from inside a pytest session that collected every check
+    (grader/judge/session.py ``serve_collected``): each judge takes its plan's checks, in the plan's order,
+    and a plan naming a check the server did not collect gets None (that judge collects for itself). A check
+    that does not import fails the server's collection: it then serves after that session, handing None,
+    so that every judge collects for itself and reports what failed, as an exec'd judge does."""
+    proc = subprocess.run([sys.executable, "-c", COLLECT_ONCE, checks], capture_output=True, text=True, timeout=120,
+                          check=False, cwd=ROOT, env=base_env())  # a server's (pytest's plugins not autoloaded)
+    expected = (["served", "True", "in_order", "True", "unknown", "None"] if checks == "importable"
+                else ["served", "False"])
+    assert proc.stdout.split()[:-2] == expected, (proc.stdout, proc.stderr[-2000:])
+    assert proc.stdout.split()[-2:] == ["after", "<stdout>"]  # the server's own stdout, given back
 
 
 def _current_bytecode(source: Path) -> bool:

@@ -20,7 +20,9 @@ from grader.wire.messages import START_SEQ, Done, GraderBroken, Plan
 from grader.wire.signed import Writer
 
 
-def main() -> int:
+def main(collected: object = None) -> int:
+    """``collected``: the checks a judge server collected before forking this judge (grader/judge/session.py
+    ``Collected``), None where it did not."""
     plan = decode(sys.stdin.buffer.readline(), Plan)
     writer = Writer(plan.channel_fd, bytes.fromhex(plan.key))
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -36,9 +38,9 @@ def main() -> int:
         writer.send(GraderBroken("child_start_failed", f"the learner process did not start ({exc})"))
         writer.send(Done(-1))
         os._exit(0)
-    from grader.judge.session import judge  # pytest, torch and the checks' support: seconds
+    from grader.judge.session import Collected, judge  # pytest, torch and the checks' support: seconds
 
-    judge(plan, conn, writer)
+    judge(plan, conn, writer, collected if isinstance(collected, Collected) else None)
 
 
 if __name__ == "__main__":

@@ -4,21 +4,32 @@ for every call. Each check's verdict is decided here, from values rebuilt from p
 reported over the signed channel (grader/wire/signed.py); the learner process has neither the key
 nor any of the checks' code or expected values. Entered from grader/judge/__main__.py once it has
 sent the learner process its Start.
+
+A judge spends 0.05-0.09 CPU-s before its first check on pytest's start — its configuration, its
+plugins, the collection of the check files and their fixtures — the same for every learner of a
+class. A batch's judge server (grader/spawn/forkserver.py) therefore runs that start once
+(``serve_collected``) and forks its judges from inside the session it collected: each takes the
+collected checks (``Collected``), keeps its plan's, in the plan's order, and runs them as pytest's
+own loop does. Where the server's collection failed (a check that does not import) or a plan names a
+check it did not collect, the judge runs pytest itself, as an exec'd judge always does.
 """
 
 from __future__ import annotations
 
+import faulthandler
+import fcntl
 import gc
 import importlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
-from grader.judge.plugin import CANARY, JudgePlugin, Registrar
+from grader.judge.plugin import CANARY, PLUGIN_NAME, JudgePlugin, Registrar
 from grader.judge.proxy import LearnerProcess
 from grader.paths import CHECKS_DIR, PACKAGE_DIR
 from grader.wire.codec import ProtocolError
@@ -38,6 +49,7 @@ HELLO_TIMEOUT_S = 300.0  # the learner process imports torch first (minutes on a
 # pytest's exit codes that mean it could not run the checks at all: interrupted (a collection
 # error), internal error, usage error (a plugin is missing), no tests collected.
 PYTEST_COULD_NOT_RUN = (2, 3, 4, 5)
+SINK_FD = 100  # the lowest fd a judge server's pytest output may take (``serve_collected``)
 
 
 def import_checks() -> list[ModuleType]:
@@ -70,8 +82,85 @@ def device_found(hello: Hello) -> DeviceFound:
     return DeviceFound("cpu", hello.cpu_name or "cpu", hello.torch, True)
 
 
-def judge(plan: Plan, conn: Connection, writer: Writer) -> NoReturn:
-    """Run ``plan``'s checks against the learner process at ``conn`` (its Start sent); ends the process."""
+class Collected:
+    """The checks a judge server collected, for a judge it forked inside that pytest session."""
+
+    def __init__(self, session: pytest.Session, stdout: Any) -> None:
+        self._session = session
+        self._stdout = stdout  # the process's own: the session's terminal reporter writes to /dev/null
+
+    def items(self, plan: Plan) -> list[pytest.Item] | None:
+        """The plan's checks and then the canary, in that order; None when one was not collected."""
+        by_nodeid = {item.nodeid: item for item in self._session.items}
+        wanted = [*(check.nodeid for check in plan.checks), CANARY]
+        if any(nodeid not in by_nodeid for nodeid in wanted):
+            return None
+        return [by_nodeid[nodeid] for nodeid in wanted]
+
+    def run(self, plugin: JudgePlugin, items: list[pytest.Item]) -> int:
+        """What ``pytest.main`` does after collecting, for ``items``: the judge's plugin registered and
+        told of the collection as a session of its own would have (its order and deadlines, then the
+        learner's top level), then each check's protocol (``_pytest.main.pytest_runtestloop``)."""
+        session = self._session
+        session.config.pluginmanager.register(plugin, PLUGIN_NAME)
+        sys.stdout = self._stdout
+        faulthandler.enable(sys.stderr)  # this judge's stderr, not the one pytest's plugin took from the server
+        plugin.pytest_collection_modifyitems(items)
+        session.items = items
+        session.testscollected = len(items)
+        plugin.pytest_collection_finish(session)
+        for i, item in enumerate(items):
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=items[i + 1] if i + 1 < len(items) else None)
+            if session.shouldfail or session.shouldstop:
+                break
+        return int(pytest.ExitCode.TESTS_FAILED if session.testsfailed else pytest.ExitCode.OK)
+
+
+class _Serving:
+    """The judge server's plugin: once every check is collected, the server's loop runs inside the session."""
+
+    def __init__(self, loop: Callable[[Collected], None], stdout: Any) -> None:
+        self._loop = loop
+        self._stdout = stdout
+        self.collected_failed = False
+        self.served = False
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collected_failed = True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        if not self.collected_failed and session.items:
+            self.served = True
+            gc.freeze()  # the collected checks too: children's collections skip them, and leave their pages shared
+            self._loop(Collected(session, self._stdout))
+        return True  # no check runs in the server
+
+
+def serve_collected(loop: Callable[[Collected | None], None]) -> None:
+    """Run a judge server's ``loop`` inside a pytest session that collected every check, handing it the
+    ``Collected`` checks to fork its judges with; where the collection failed, after that session, with
+    None (each judge then collects for itself, and says what failed)."""
+    # The session's terminal reporter writes to this /dev/null for every judge forked from it: at an fd
+    # no child's own can take (a child moves the fds it is handed to 0, 1 and 3 on, over whatever the
+    # server held there: at 4, its progress dots went into a judge's signed channel).
+    devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    sink = fcntl.fcntl(devnull, fcntl.F_DUPFD_CLOEXEC, SINK_FD)
+    os.close(devnull)
+    stdout, sys.stdout = sys.stdout, open(sink, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as pytest
+    serving = _Serving(loop, stdout)
+    try:
+        pytest.main([*session_args(), str(CHECKS_DIR)], plugins=[serving])
+    finally:
+        sys.stdout = stdout
+    if not serving.served:
+        loop(None)
+
+
+def judge(plan: Plan, conn: Connection, writer: Writer, collected: Collected | None = None) -> NoReturn:
+    """Run ``plan``'s checks against the learner process at ``conn`` (its Start sent); ends the process.
+    ``collected``: the checks its server collected (a forked judge), else pytest collects them here."""
     try:
         hello = conn.receive(Hello, deadline=time.monotonic() + HELLO_TIMEOUT_S)
     except (EOFError, OSError, TimeoutError, ProtocolError) as exc:
@@ -83,9 +172,13 @@ def judge(plan: Plan, conn: Connection, writer: Writer) -> NoReturn:
     learner = LearnerProcess(conn, hello, writer.send)
     plugin = JudgePlugin(plan, writer, learner)
     gc.freeze()
-    args = [*session_args(), *[str(CHECKS_DIR / c.nodeid) for c in plan.checks], str(CHECKS_DIR / CANARY)]
-    stdout, sys.stdout = sys.stdout, open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as pytest
-    code = pytest.main(args, plugins=[Registrar(plugin, stdout)])
+    items = collected.items(plan) if collected is not None else None
+    if collected is not None and items is not None:
+        code: int = collected.run(plugin, items)
+    else:
+        args = [*session_args(), *[str(CHECKS_DIR / c.nodeid) for c in plan.checks], str(CHECKS_DIR / CANARY)]
+        stdout, sys.stdout = sys.stdout, open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as pytest
+        code = pytest.main(args, plugins=[Registrar(plugin, stdout)])
     if int(code) in PYTEST_COULD_NOT_RUN:
         plugin.grader_broken("pytest_failed", f"pytest exit code {int(code)}")
     plugin.send(Done(int(code)))

@@ -68,7 +68,7 @@ def _isolate(work_mb: int, cgroup_fds: tuple[int, ...]) -> None:
 
 
 def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: list[int],  # noqa: PLR0917
-                  isolated: bool, work_mb: int, wakeup: tuple[int, int]) -> None:
+                  isolated: bool, work_mb: int, wakeup: tuple[int, int], collected: object) -> None:
     code = 1
     try:
         sock.close()
@@ -110,7 +110,7 @@ def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: li
         if role == "judge":
             from grader.judge.__main__ import main as judge_main
 
-            code = judge_main()
+            code = judge_main(collected)
         else:
             from grader.learner.__main__ import main
 
@@ -150,13 +150,28 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
     (a batch's workers share one server of each role): ``ForkStarted`` once forked, ``ForkExited``
     with its pid once it ended. Neither server imports ``torch._dynamo``: a learner process defers it
     until its code compiles (grader/learner/deferred.py), the judge's reference training never needs it
-    (grader/reference/problems.py, tests/test_reference.py)."""
+    (grader/reference/problems.py, tests/test_reference.py). The judge's server forks from inside a
+    pytest session that collected every check (grader/judge/session.py ``serve_collected``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge") or (
             isolated and not isolates(work_mb)):
         sock.send(encode(ServerReady(ok=False)))
         return
+
+    def forks(collected: object) -> None:  # the judge's collected checks, opaque here (grader/judge/session.py)
+        _fork_on_request(role, sock, isolated, work_mb, collected)
+
+    if role == "judge":
+        from grader.judge.session import serve_collected
+
+        serve_collected(forks)
+    else:
+        forks(None)
+
+
+def _fork_on_request(role: Role, sock: socket.socket, isolated: bool, work_mb: int, collected: object) -> None:
+    """The server's loop, until the grader closes its end: a child for each request, its exit reported."""
     # A child's end wakes the loop through a pipe (no thread: a server that forks must have one only).
     wakeup = os.pipe()
     for end in wakeup:
@@ -183,7 +198,7 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
         request = decode(data, ForkRequest)
         pid = os.fork()
         if pid == 0:
-            _become_child(role, sock, request, fds, isolated, work_mb, wakeup)
+            _become_child(role, sock, request, fds, isolated, work_mb, wakeup, collected)
         children.add(pid)
         for received in fds:
             os.close(received)
