@@ -1,9 +1,10 @@
 """The judge's pytest plugin: the order of the checks, their deadlines, and each one's verdict.
 
-Registered by grader/judge/session.py before collection. Once the checks are collected it reads
-the learner's top level (which the learner process began at ``Start``) and relays what happened
-there, cell by cell, to the grader; then each check's outcome becomes a status, a message id and its
-parameters (``classify``), reported over the signed channel (grader/wire/signed.py).
+Registered by grader/judge/session.py before collection (a judge forked from a server that collected
+the checks registers it after, and tells it of that collection: ``Collected``). Once the checks are
+collected it reads the learner's top level (which the learner process began at ``Start``) and relays
+what happened there, cell by cell, to the grader; then each check's outcome becomes a status, a
+message id and its parameters (``classify``), reported over the signed channel (grader/wire/signed.py).
 
 When the learner process is lost — it ended, stopped answering within the check's time, or sent
 what is not a message — the judge reports ``LearnerLost`` and ends: the grader settles the check
