@@ -1,12 +1,12 @@
 """ex5's later checks read what its earlier checks' finished trainings saw (grader/checks/ex5_amp/workload.py
 ``Earlier``) instead of training again — and grade exactly as when they train on their own.
 
-One class, graded twice by ``grader batch``: with the shipped course (fp32_losses and fp16_uses_grad_scaler
-run before moves_model_and_data and modern_amp_api, which then read them), and with a course that lists
-those two last (each later check trains itself). The class: the reference solution, the mistakes those two
-checks exist for, mistakes that make the earlier trainings fail (their checks must then train again and
-say why themselves), and a loop that raises on any one-step training — the only kind the two later checks
-run of their own — which tells the two paths apart.
+One class, graded twice by ``grader batch`` (in this process, on the session's warm servers): with the
+shipped course (fp32_losses and fp16_uses_grad_scaler run before moves_model_and_data and modern_amp_api,
+which then read them), and with a course that lists those two last (each later check trains itself). The
+class: the reference solution, the mistakes those two checks exist for, mistakes that make the earlier
+trainings fail (their checks must then train again and say why themselves), and a loop that raises on any
+one-step training — the only kind the two later checks run of their own — which tells the two paths apart.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import ROOT, SOLUTIONS, course_with, run_cli
+from tests.conftest import ROOT, SOLUTIONS, ForkLaunchers, course_with, in_process
 
 LATER = ("ex5.modern_amp_api", "ex5.moves_model_and_data")
 MISTAKES = ROOT / "tests" / "submissions" / "mistakes" / "ex5_amp"
@@ -55,10 +55,12 @@ def _class(root: Path) -> Path:
     return cls
 
 
-def _graded(cls: Path, out: Path, course: Path | None) -> dict[str, dict[str, dict[str, Any]]]:
+def _graded(cls: Path, out: Path, course: Path | None,
+            launchers: ForkLaunchers) -> dict[str, dict[str, dict[str, Any]]]:
     extra = ["--course", str(course)] if course is not None else []
-    proc = run_cli("batch", str(cls), "-o", str(out), "--workers", "2", "--quiet", "--lang", "en", *extra)
-    assert proc.returncode == 0, proc.stderr
+    code, _, stderr = in_process(["batch", str(cls), "-o", str(out), "--workers", "2", "--quiet", "--lang", "en",
+                                  *extra], launchers)
+    assert code == 0, stderr
     checks = {}
     for report in sorted(out.glob("*.yaml")):
         if report.stem == "summary":
@@ -68,16 +70,17 @@ def _graded(cls: Path, out: Path, course: Path | None) -> dict[str, dict[str, di
     return checks
 
 
-def test_later_checks_read_earlier_trainings_and_grade_as_on_their_own(tmp_path: Path) -> None:
+def test_later_checks_read_earlier_trainings_and_grade_as_on_their_own(tmp_path: Path,
+                                                                       fork_launchers: ForkLaunchers) -> None:
     cls = _class(tmp_path)
-    shipped = _graded(cls, tmp_path / "shipped", None)
+    shipped = _graded(cls, tmp_path / "shipped", None, fork_launchers)
     earlier_checks_last = course_with(tmp_path, {
         "      - {id: fp32_losses, points: 4}\n      - {id: fp16_uses_grad_scaler, points: 4}\n": "",
         "      - {id: amp_saves_memory, points: 4, visibility: hidden, timeout_s: 90}\n":
             "      - {id: amp_saves_memory, points: 4, visibility: hidden, timeout_s: 90}\n"
             "      - {id: fp32_losses, points: 4}\n      - {id: fp16_uses_grad_scaler, points: 4}\n",
     })
-    alone = _graded(cls, tmp_path / "alone", earlier_checks_last)
+    alone = _graded(cls, tmp_path / "alone", earlier_checks_last, fork_launchers)
     assert set(shipped) == set(alone) == {*LEARNERS, "one_step_raises"}
 
     # Every learner but the one that tells the paths apart: the same verdict, message and devices.
