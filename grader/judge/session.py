@@ -122,16 +122,11 @@ class _Serving:
     def __init__(self, loop: Callable[[Collected], None], stdout: Any) -> None:
         self._loop = loop
         self._stdout = stdout
-        self.collected_failed = False
         self.served = False
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self.collected_failed = True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        if not self.collected_failed and session.items:
+        if not session.testsfailed and session.items:  # before any check ran: the collection's errors
             self.served = True
             gc.freeze()  # the collected checks too: children's collections skip them, and leave their pages shared
             self._loop(Collected(session, self._stdout))
