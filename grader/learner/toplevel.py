@@ -49,6 +49,11 @@ from grader.learner.kernel import NoInput, NotRunHere
 from grader.reference.device import MEMORY_SIGNS
 from grader.wire.messages import Cell, CellStop, Source, StopKind, TopLevelEvent
 
+# The real clock, taken before any session replaces time.monotonic: this process's own deadlines
+# (each learner call runs under ``alarm``) are never read as the learner's clock reads, nor on a
+# stand-in's virtual timeline.
+_monotonic = time.monotonic
+
 # What PyTorch says when the code wants a GPU the machine does not have (lower case).
 NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "cuda driver", "cuda runtime",
                 "cuda error", "cuda-capable device", "cuda is not available", "torch.cuda.is_available() is false",
@@ -226,7 +231,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             self._stop(source, index, cell, None, "budget", error, kept)
             return
         self.listener(TopLevelEvent("cell_start", source.module, index, cell.label))
-        started = time.monotonic()
+        started = _monotonic()
         snapshot = dict(namespace)
         node: ast.stmt | None = None
         try:
@@ -244,7 +249,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             line = node.lineno if node is not None else None
             self._stop(source, index, cell, line, kind, limit if kind == "timeout" else one_line(exc), kept)
         finally:
-            self.spent += time.monotonic() - started
+            self.spent += _monotonic() - started
             self.listener(TopLevelEvent("cell_end", source.module, index, cell.label))
 
     def _stop(self, source: Source, index: int, cell: Cell, line: int | None,  # noqa: PLR0917
@@ -283,7 +288,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         PyTorch's modes the interrupted code had changed are put back (grader/learner/torchstate.py)."""
         modes = torchstate.capture()
         interrupted = False
-        deadline = time.monotonic() + max(seconds, 0.001)
+        deadline = _monotonic() + max(seconds, 0.001)
         if self._deadlines:
             deadline = min(deadline, self._deadlines[-1])
         else:
@@ -291,7 +296,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._deadlines.append(deadline)
         # The frame of the `with self.alarm(...)` statement: this generator's, contextlib's __enter__'s, then it.
         self._armed_by.append(sys._getframe(2))
-        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - _monotonic(), 0.001))
         try:
             yield
         except TimeUp:
@@ -304,7 +309,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             self._deadlines.pop()
             self._armed_by.pop()
             if self._deadlines:
-                signal.setitimer(signal.ITIMER_REAL, max(self._deadlines[-1] - time.monotonic(), 0.001))
+                signal.setitimer(signal.ITIMER_REAL, max(self._deadlines[-1] - _monotonic(), 0.001))
             else:
                 signal.signal(signal.SIGALRM, self._previous_handler or signal.SIG_DFL)
 
