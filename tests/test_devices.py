@@ -20,14 +20,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.checks.ex2_timing.common import REPEATS, explanations, measured_interval
 from grader.checks.ex4_oom.budget import fill_budget
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
+from grader.emulation.runtime import machine
 from grader.emulation.standin import StandIn
 from grader.judge.devices import runs_amp
+from grader.learner.calls import call
 from grader.learner.sessions import RealSession, StandInSession, open_session
 from grader.learner.toplevel import TopLevel, TopLevelLimits
 from grader.reference.draws import Draw
-from grader.wire.messages import Cell, CudaFacts, Hello, MiB, OpenDevice, Source
+from grader.wire.messages import Cell, CudaFacts, Event, Hello, MiB, OpenDevice, Source
 from tests.conftest import SOLUTIONS
 
 _REAL_PERF_COUNTER = time.perf_counter
@@ -41,7 +44,11 @@ def _solution(module: str):  # type: ignore[no-untyped-def]
     return loaded
 
 
-@pytest.fixture
+@pytest.fixture(name="fake_cuda")
+def fake_cuda_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_cuda(monkeypatch)
+
+
 def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Simulated GPU")
@@ -169,3 +176,93 @@ def test_cuda_events_imported_by_name_time_the_stand_in(tmp_path: Path) -> None:
             seconds = module.time_matmul(512, standin.device)
             expected = standin.matmul_seconds(512)
         assert 0.95 < seconds / expected < 1.1  # launch overhead only
+
+
+CLOCKED = """
+import time
+
+def square(x):
+    return x * x
+
+def two_reads():
+    return time.perf_counter() - time.perf_counter()
+"""
+
+
+@pytest.mark.parametrize("kind", ["real", "standin"])
+def test_a_call_records_the_learners_clock_reads_and_none_of_the_graders(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Each call runs under the learner process's own deadline (``TopLevel.alarm``), which reads
+    the clock: read through ``time.monotonic`` while a session had replaced it, it was recorded as
+    two clock reads of the learner's at the start of every call. On a real GPU a timing whose
+    number no pair of reads explains (CUDA events) was then judged by those two reads: "no warm-up"
+    for a correct ``time_matmul`` (seen on an H200, benchmarks/validate_gpu.py)."""
+    if kind == "real":
+        fake_cuda(monkeypatch)
+    source = Source("clocked", CLOCKED, "clocked.py", (Cell("line 1", 1, CLOCKED.count("\n") + 1),))
+    toplevel = TopLevel({"ex": source}, str(tmp_path), TopLevelLimits(), lambda event: None)
+    toplevel.run_all()
+    code = LearnerCode(tuple(sorted(toplevel.learner_dirs())))
+    try:
+        for name, invoke, reads in (("square", lambda f: f(3), 0), ("two_reads", lambda f: f(), 2)):
+            session = (RealSession("cuda", code=code) if kind == "real"
+                       else StandInSession("cuda", virtual_clock=True, code=code))
+            with session:
+                outcome = call(toplevel, source, name, invoke, 30.0)
+            assert outcome.returned, outcome
+            assert [e.source for e in session.events if e.kind == "clock"] == ["perf_counter"] * reads
+    finally:
+        toplevel.close()
+
+
+def test_a_simulated_machine_counts_its_gpus_where_nvml_counts_the_real_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.cuda.device_count()`` asks NVIDIA's management library before the CUDA runtime (before
+    CUDA starts; torch 2.11 always). On an H200 the real GPU was counted inside ex1's world of two,
+    and a ``describe_device`` that gives the CPU ``torch.cuda.device_count()`` passed its check."""
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: 1)  # this machine's one real GPU
+    monkeypatch.setattr(torch.cuda, "_raw_device_count_nvml", lambda: 1)
+    with machine(NO_LEARNER_CODE, cuda=True, mps=False, cuda_count=2):
+        assert torch.cuda.device_count() == 2
+        with monkeypatch.context() as before_start:  # the path torch takes before CUDA is initialized
+            before_start.setattr(torch.cuda, "_initialized", False)
+            before_start.setattr(torch.cuda, "_cached_device_count", None)
+            assert torch.cuda.device_count() == 2
+            before_start.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+            assert torch.cuda.is_available()
+
+
+def _timm_steps(gap: float) -> tuple[list[Event], float]:
+    """A real GPU's events for timm's runner (tests/submissions/idioms/correct/timm_benchmark_runner):
+    one warm-up step then five, each read before and after (with a synchronize), ``gap`` seconds of
+    Python between steps; and the number it returns, the mean of the five steps' own times."""
+    events: list[Event] = []
+    clock, spans = 1000.0, []
+    for index, step in enumerate((1.213e-4, 1.187e-4, 1.224e-4, 1.179e-4, 1.201e-4, 1.232e-4)):
+        start = clock
+        clock += step
+        events += [Event("clock", "cuda", value=start, source="perf_counter"), Event("matmul", "cuda"),
+                   Event("sync", "cuda"), Event("clock", "cuda", value=clock, source="perf_counter")]
+        if index:  # the warm-up step's time is thrown away
+            spans.append(clock - start)
+        clock += gap
+    return events, sum(spans) / len(spans)
+
+
+def test_a_real_gpus_clock_reads_explain_only_the_learners_own_arithmetic() -> None:
+    """On a real GPU many reads with gaps between them gave timm's sum of per-step times a pair
+    within 1 % that began at the timed warm-up's own read: "no warm-up" for a correct runner (an
+    H200, 2 gradings in 36). There a pair must give the number to the nanosecond."""
+    events, seconds = _timm_steps(gap=1.1e-6)
+    by_chance = explanations(events, seconds, REPEATS, real=False)
+    assert by_chance and by_chance[0].start == 0  # what the stand-in's tolerance found on a real GPU
+    assert explanations(events, seconds, REPEATS, real=True) == []
+    found = measured_interval(events, seconds, REPEATS, real=True)
+    assert found is not None and not found.found  # unexplained: warms_up does not judge it there
+    # A stopwatch around the five steps explains its mean, its total, in milliseconds too, and read in
+    # whole nanoseconds (perf_counter_ns).
+    stopwatch = (events[4].value, events[-1].value)
+    mean, total = (stopwatch[1] - stopwatch[0]) / REPEATS, stopwatch[1] - stopwatch[0]
+    in_ns = (int(stopwatch[1] * 1e9) - int(stopwatch[0] * 1e9)) / 1e9 / REPEATS
+    for number, per_repeat in ((mean, True), (in_ns, True), (total, False), (mean * 1e3, True)):
+        (best, *_) = explanations(events, number, REPEATS, real=True)
+        assert (best.start, best.stop, best.per_repeat) == (4, len(events) - 1, per_repeat)

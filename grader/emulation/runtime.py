@@ -356,6 +356,10 @@ class CudaRuntime:
         cuda = torch.cuda
         inj.set(cuda, "_initialized", True)
         inj.set(cuda, "_cached_device_count", None)
+        # torch.cuda.device_count() asks NVML before the runtime (torch 2.11 even once CUDA is
+        # initialized): on a machine with NVIDIA's driver NVML would count the real GPUs.
+        inj.set(cuda, "_device_count_nvml", lambda: self.count)
+        inj.set(cuda, "_raw_device_count_nvml", lambda: self.count)
         inj.set(cuda, "_is_in_bad_fork", lambda: False)
         inj.set(cuda, "_exchange_device", self.exchange_device)
         inj.set(cuda, "_maybe_exchange_device", self.exchange_device)

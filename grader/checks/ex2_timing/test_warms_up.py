@@ -28,5 +28,9 @@ def test_warms_up(ex2: LearnerModule, devices: Callable[..., list[Device]], draw
         with dev:
             seconds, events = timed(ex2, dev, draw.matmul_n)
         interval = interval_of(events, seconds, dev)
-        if interval is not None and not any(i < interval.start for i in device_matmuls(events, dev)):
+        # A real device's number that no two clock reads give (timm's sum of per-step times, a median)
+        # has no interval to put the warm-up before: the first read would be the timed warm-up's own.
+        # Not judged there; a stand-in's is always a pair, and grades the same code.
+        if interval is not None and interval.found and not any(i < interval.start
+                                                                for i in device_matmuls(events, dev)):
             fail("ex2.no_warmup", device=dev.label)
