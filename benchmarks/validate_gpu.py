@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,10 +30,17 @@ sys.path.insert(0, str(ROOT))
 
 from grader.course import load_course  # noqa: E402
 from grader.grading import grade  # noqa: E402
+from grader.run.isolation import GPU_COUNT, probe  # noqa: E402
 from grader.run.launch import ForkLauncher, Launcher  # noqa: E402
 from grader.run.share import Share  # noqa: E402
 from grader.score.results import Report  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES, Mistake, mistakes  # noqa: E402
+
+# Checks whose verdict is relative to the grading machine, by kind of real device: on a CUDA machine
+# a pick_device() that hard-codes torch.device("cuda") returns this machine's device (the simulated
+# machines of ex1's other checks catch it; tests/submissions/mistakes/ex1_device/hardcoded_cuda.py).
+MACHINE_RELATIVE: dict[str, set[str]] = {"cuda": {"ex1.pick_device_returns_device"}}
+TORCH_COUNT = "import torch; print(torch.cuda.device_count())"  # what GPU_COUNT stands in for
 
 
 @dataclass(frozen=True)
@@ -82,8 +91,11 @@ def _grade_mistake(mistake: Mistake, device: str, work: Path, launcher: Launcher
     started = time.monotonic()
     report = grade(folder, load_course(), device=device, lang="en", exercises=[mistake.exercise],
                    launcher=launcher)
-    lost = _lost(report, mistake.exercise)
-    return Row(mistake.name, "lose " + ", ".join(sorted(mistake.fails)), "lose " + ", ".join(lost),
+    # A check judged against the grading machine's own devices cannot fail a mistake that names them.
+    relative = MACHINE_RELATIVE.get(report.device.type, set()) if not report.device.standin else set()
+    expected = sorted(set(mistake.fails) - relative)
+    lost = [check for check in _lost(report, mistake.exercise) if check not in relative]
+    return Row(mistake.name, "lose " + ", ".join(expected), "lose " + ", ".join(lost),
                time.monotonic() - started, _modes(report))
 
 
@@ -123,7 +135,52 @@ def _probe(torch: Any) -> list[str]:
         module.time_matmul(2048, device, repeats=2)  # warm the library for this size
         return f"{module.time_matmul(2048, device, repeats=8) / module.time_matmul(2048, device, repeats=2):.2f}"
 
+    def amp_ratios() -> str:
+        """ex5's AMP/FP32 peak over every correct style, as the meter counts it (live tensors) and
+        as the caching allocator does (torch.cuda.max_memory_allocated), bf16 and fp16."""
+        from grader.checks.ex5_amp.test_amp_saves_memory import AMP_PEAK_RATIO, PROBLEM
+        from grader.learner.instruments import metered
+        from grader.reference.problems import ex5_problem
+
+        meter_ratios: list[float] = []
+        allocator_ratios: list[float] = []
+        for name, folder in CORRECT_STYLES.items():
+            module = _load(folder / "ex5_amp.py", f"probe_ex5_{name.replace('/', '_')}")
+
+            def peaks(module: Any, dtype: Any) -> tuple[int, int]:
+                model, x, y = ex5_problem(*PROBLEM, 10, 7)
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
+                with metered(None, "probe", None) as meter:
+                    module.train_steps(model, x, y, device, steps=1, amp_dtype=dtype)
+                torch.cuda.synchronize()
+                return meter.peak, torch.cuda.max_memory_allocated() - before
+
+            fp32 = peaks(module, None)
+            for dtype in (torch.bfloat16, torch.float16):
+                amp = peaks(module, dtype)
+                meter_ratios.append(amp[0] / fp32[0])
+                allocator_ratios.append(amp[1] / max(fp32[1], 1))
+        return (f"meter {min(meter_ratios):.3f}-{max(meter_ratios):.3f}, allocator {min(allocator_ratios):.3f}-"
+                f"{max(allocator_ratios):.3f} over {len(CORRECT_STYLES)} styles x bf16/fp16 at {PROBLEM} "
+                f"(bound {AMP_PEAK_RATIO}; stand-ins 0.62-0.65)")
+
+    def counted(program: str) -> str:
+        """A fresh Python that counts the devices, with the environment a learner process gets."""
+        from grader.run.isolation import PASSED_ENV
+
+        env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env,
+                              timeout=120, check=False)
+        said = done.stdout.strip() or (done.stderr.strip().splitlines() or ["?"])[-1]
+        return f"{said} in {time.monotonic() - started:.2f} s"
+
     probes = {
+        "ex5 AMP/FP32 peak on the GPU": amp_ratios,
+        "devices counted by torch in a fresh Python": lambda: counted(TORCH_COUNT),
+        "devices counted by the driver in a fresh Python (isolation.GPU_COUNT)": lambda: counted(GPU_COUNT),
         "bf16 / fp16 AMP graded on the GPU": lambda: f"{runs_amp(found, 'cuda', torch.bfloat16)} / "
                                                     f"{runs_amp(found, 'cuda', torch.float16)}",
         f"chunks of {smallest.chunk_mb} MiB that fit under the smallest fill cap (stand-in: "
@@ -152,8 +209,11 @@ def main() -> int:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
-    work = Path(tempfile.mkdtemp(prefix="gpu-validation-"))
     started = time.monotonic()
+    isolation = probe()  # bubblewrap's trial and, on a GPU machine, the devices counted inside it
+    isolation_line = (f"Isolation: {isolation.mode}, found in {time.monotonic() - started:.1f} s; missing: "
+                      f"{'; '.join(isolation.missing) or 'nothing'}")
+    work = Path(tempfile.mkdtemp(prefix="gpu-validation-"))
     try:
         # As `grader batch` does: each worker forks its processes from warm servers (grader/run/launch.py).
         # Each worker's learner process gets its share of the GPU's memory (grader/run/share.py).
@@ -170,6 +230,8 @@ def main() -> int:
     lines = [
         f"GPU validation, {time.strftime('%Y-%m-%d')}: {gpu}, torch {torch.__version__}, "
         f"Python {platform.python_version()}, --device {args.device}, {time.monotonic() - started:.0f} s",
+        "",
+        isolation_line,
         "",
         "| submission | expected | outcome | ok | time (s) | modes |",
         "|---|---|---|---|---|---|",
