@@ -2,8 +2,10 @@
 machine with the CUDA API simulated, the patches every session applies to the learner's names,
 and the judge's choice of a real device or a stand-in (from the learner process's Hello).
 
-No GPU has run the grader yet; this at least proves the recorder's wrapping is sound (it once
-recursed: recording a clock read read the clock) and that it sees what the timing checks read.
+One GPU has run the grader (an H200, docs/gpu-validation.md); these prove on the CPU that the
+recorder's wrapping is sound (it once recursed: recording a clock read read the clock), that it sees
+what the timing checks read and nothing of the grader's own, and what that run found about real
+clocks and NVML.
 """
 
 from __future__ import annotations
