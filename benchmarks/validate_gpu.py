@@ -50,6 +50,7 @@ class Row:
     outcome: str
     seconds: float
     modes: str
+    said: str = ""  # what the checks that lost points said, for a row that differs (no second run to ask)
 
     @property
     def ok(self) -> bool:
@@ -59,6 +60,12 @@ class Row:
 def _lost(report: Report, exercise: str | None = None) -> list[str]:
     return sorted(c.id for ex in report.exercises if exercise in (None, ex.id) for c in ex.checks
                   if c.status != "passed")
+
+
+def _said(report: Report) -> str:
+    """Each check that lost points, with its message and the seed that regrades it identically."""
+    return " / ".join(f"{c.id}: {' '.join(c.message.split())[:300]}" for ex in report.exercises
+                      for c in ex.checks if c.status != "passed") + f" (seed {report.seed})"
 
 
 def _modes(report: Report) -> str:
@@ -71,7 +78,7 @@ def _grade_correct(name: str, source: Path, device: str, work: Path, launcher: L
     started = time.monotonic()
     report = grade(folder, load_course(), device=device, lang="en", launcher=launcher)
     outcome = "100" if not _lost(report) else f"{report.score:g}: lost {', '.join(_lost(report))}"
-    return Row(name, "100", outcome, time.monotonic() - started, _modes(report))
+    return Row(name, "100", outcome, time.monotonic() - started, _modes(report), _said(report))
 
 
 def _grade_stubs(device: str, work: Path, launcher: Launcher) -> Row:
@@ -96,7 +103,7 @@ def _grade_mistake(mistake: Mistake, device: str, work: Path, launcher: Launcher
     expected = sorted(set(mistake.fails) - relative)
     lost = [check for check in _lost(report, mistake.exercise) if check not in relative]
     return Row(mistake.name, "lose " + ", ".join(expected), "lose " + ", ".join(lost),
-               time.monotonic() - started, _modes(report))
+               time.monotonic() - started, _modes(report), _said(report))
 
 
 def _load(path: Path, name: str) -> Any:
@@ -239,6 +246,8 @@ def main() -> int:
           f"| {r.seconds:.1f} | {r.modes} |" for r in rows),
         "",
         f"{sum(r.ok for r in rows)} passed, {sum(not r.ok for r in rows)} failed",
+        *(["", "What the checks said where a row differs:"] if any(not r.ok for r in rows) else []),
+        *(f"- {r.submission}: {r.said}" for r in rows if not r.ok),
         *(["", "Measured for the thresholds:", *probed] if probed else []),
     ]
     text = "\n".join(lines)
