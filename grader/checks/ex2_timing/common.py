@@ -30,8 +30,9 @@ MATCH = 1e-2  # how close (relative) a clock difference must be to the returned 
 # arithmetic on the very values recorded, off only by a nanosecond clock's rounding at each end
 # (time.perf_counter_ns()). A relative MATCH there let pairs that hold a timed warm-up explain timm's
 # sum of per-step times by chance — a real machine reads its clocks many times, with gaps between (an
-# H200 failed timm's runner for "no warm-up" so, 2 gradings in 36). A datetime's microseconds explain
-# nothing there: such a number is judged as one no pair gives (each check says how).
+# H200 failed timm's runner for "no warm-up" so, 2 gradings in 36). A datetime's microseconds, or
+# time.time_ns() (the epoch's seconds as recorded, a float, step 2.4e-7 s), explain nothing there: such a
+# number is judged as one no pair gives (each check says how).
 REAL_SLACK_S = 2e-9
 MESSAGES = {
     "ex2.not_seconds": {
