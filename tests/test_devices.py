@@ -16,13 +16,14 @@ import importlib.util
 import sys
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
 from grader.checks.ex2_timing.common import REPEATS, explanations, measured_interval
+from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TRIALS, _real_total
 from grader.checks.ex4_oom.budget import fill_budget
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
 from grader.emulation.runtime import machine
@@ -268,3 +269,59 @@ def test_a_real_gpus_clock_reads_explain_only_the_learners_own_arithmetic() -> N
     for number, per_repeat in ((mean, True), (in_ns, True), (total, False), (mean * 1e3, True)):
         (best, *_) = explanations(events, number, REPEATS, real=True)
         assert (best.start, best.stop, best.per_repeat) == (4, len(events) - 1, per_repeat)
+
+
+class _RealGpu:
+    """What ``timed`` reads of a real device (``dev.size``, ``dev.device``, ``dev.events``)."""
+
+    virtual = False
+    device = torch.device("cuda")
+    label = "cuda (test)"
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def size(self, n: int) -> int:
+        return n
+
+
+class _Timing:
+    """A ``time_matmul`` on a real GPU: ``per_matmul(call)`` seconds a product (the machine's load),
+    read with a stopwatch around the repeats (``clock``) or with CUDA events (no clock read), returning
+    the mean or the total."""
+
+    def __init__(self, dev: _RealGpu, per_matmul: Callable[[int], float], *, clock: bool, total: bool) -> None:
+        self.dev, self.per_matmul, self.clock, self.total, self.calls = dev, per_matmul, clock, total, 0
+
+    def time_matmul(self, n: int, device: torch.device, repeats: int = 5) -> float:
+        step, now = self.per_matmul(self.calls), 50.0 + self.calls
+        self.calls += 1
+        events = self.dev.events
+        events.append(Event("matmul", "cuda"))  # the warm-up
+        if self.clock:
+            events += [Event("sync", "cuda"), Event("clock", "cuda", value=now, source="perf_counter")]
+        events += [Event("matmul", "cuda") for _ in range(repeats)]
+        if self.clock:
+            events += [Event("sync", "cuda"), Event("clock", "cuda", value=now + step * repeats, source="perf_counter")]
+        elapsed = (now + step * repeats) - now
+        return elapsed if self.total else elapsed / repeats
+
+
+@pytest.mark.parametrize(("clock", "total", "loads", "verdict"), [
+    (True, False, [1.0, 6.0], None),  # a stopwatch's mean: divided, whatever the load
+    (True, True, [1.0], "2"),  # its total: undivided over the 2 products
+    # CUDA events (calls: the warm-up, then 2 and 8 repeats a try): a GPU busy for the 8 repeats once
+    (False, False, [1.0, 1.0, 6.0, 1.0], None),
+    (False, False, [1.0, 1.0, 6.0, 1.0, 6.0, 1.0, 6.0], "6.0"),  # ... busy at every try: read as a total
+    (False, True, [1.0], "4.0"),  # events, the total: 4 x at every try
+])
+def test_a_real_gpus_total_is_read_from_the_reads_else_from_every_try(
+        clock: bool, total: bool, loads: list[float], verdict: str | None) -> None:
+    """ex2.returns_mean_not_total on a real device. Beside seven other gradings on one H200 a mean's
+    8-repeat time over its 2-repeat time read over 2.2 now and then (four correct styles lost the check):
+    where clock reads give the number, whether it was divided by the repeats decides; where none do
+    (CUDA events), the ratio, a total only when each of the tries says so."""
+    assert REAL_TRIALS == 3
+    dev = _RealGpu()
+    learner = _Timing(dev, lambda call: 1e-4 * loads[min(call, len(loads) - 1)], clock=clock, total=total)
+    assert _real_total(learner, dev) == verdict  # type: ignore[arg-type]
