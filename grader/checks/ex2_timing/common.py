@@ -89,13 +89,11 @@ def measured_interval(events: list[Event], seconds: float, repeats: int, *, real
     """The clock reads whose difference is the returned number (a mean over ``repeats``, or one
     run; in seconds, milliseconds or microseconds): in seconds if possible, then the pair with the
     most matmuls inside. Else the first and last reads; None when no clock was read."""
-    clocks = clock_reads(events)
-    if not clocks:
-        return None
     candidates = explanations(events, seconds, repeats, real=real)
     if candidates:
         return candidates[0]
-    return Interval(clocks[0], clocks[-1], found=False)
+    clocks = clock_reads(events)
+    return Interval(clocks[0], clocks[-1], found=False) if clocks else None
 
 
 def _gives(seconds: float, span: float, unit: float, divisor: int, real: bool) -> bool:
