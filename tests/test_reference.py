@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from grader.checks.ex4_oom.workload import WEIGHTS_ATOL, WEIGHTS_RTOL
 from grader.emulation.patching import NO_LEARNER_CODE
 from grader.learner.instruments import metered
 from grader.learner.sessions import open_session
@@ -23,6 +24,7 @@ from grader.reference.draws import Draw
 from grader.reference.meter import MemoryMeter, Storages
 from grader.reference.problems import (
     EX4_BATCH,
+    KINK_MARGIN,
     ex4_optimizer,
     ex4_problem,
     ex4_reference_step,
@@ -54,6 +56,34 @@ def test_the_back_off_reference_is_torch_optim_sgd_bit_for_bit() -> None:
             mine, theirs = copy.deepcopy(model), copy.deepcopy(model)
             assert ex4_reference_step(mine, inputs, targets, micro) == _optimizer_step(theirs, inputs, targets, micro)
             assert all(torch.equal(a, b) for a, b in zip(mine.parameters(), theirs.parameters(), strict=True))
+
+
+# Draws of the back-off problem on which an H200 lost ex4.backoff_matches_full_batch for correct code
+# (skorch's and the PyTorch FAQ's back-off, 2026-12-04): each had a hidden unit whose input, for one
+# sample, lay 7e-9 to 1.3e-8 from ReLU's kink.
+KINKED_DRAWS = (845283656, 1033727072, 310538591)
+
+
+def test_the_back_off_problem_is_the_same_step_on_any_devices_rounding() -> None:
+    """Another device rounds the first layer's products differently (~1e-7 here): moved by ten times
+    that either way, the one step's weights stay within the check's tolerance of the judge's, because
+    no sample's input to a ReLU is within the margin of its kink (where one sample's share of a
+    unit's gradient would be in on one device and out on the other: a row off by ~2e-4)."""
+    for seed in (*KINKED_DRAWS, *(draw.ex4_seed for draw in DRAWS)):
+        model, inputs, targets = ex4_problem(torch.device("cpu"), seed)
+        hidden = (inputs.double() @ model[0].weight.double().T + model[0].bias.double()).detach()
+        assert float(hidden.abs().min()) >= KINK_MARGIN * 0.99, seed
+        judge = copy.deepcopy(model)
+        ex4_reference_step(judge, inputs, targets, EX4_BATCH)
+        for rounding in (1e-6, -1e-6):
+            device = copy.deepcopy(model)
+            with torch.no_grad():
+                device[0].bias += rounding
+            ex4_reference_step(device, inputs, targets, 150)
+            with torch.no_grad():
+                device[0].bias -= rounding
+            for theirs, ours in zip(device.parameters(), judge.parameters(), strict=True):
+                assert torch.allclose(theirs, ours, rtol=WEIGHTS_RTOL, atol=WEIGHTS_ATOL), (seed, rounding)
 
 
 def test_the_fp32_reference_is_torch_optim_adam_bit_for_bit() -> None:

@@ -30,6 +30,10 @@ from grader.reference.meter import MemoryMeter
 from grader.reference.problems import EX4_BATCH, EX4_SEED, ex4_problem, ex4_reference_step
 
 BATCH = EX4_BATCH
+# How far the weights a back-off step leaves may be from the full-batch reference's: float32's rounding
+# of another device, another micro-batch and another order of the sums, nothing more (the drawn problem
+# keeps ReLU's inputs clear of its kink: grader/reference/problems.py KINK_MARGIN).
+WEIGHTS_RTOL, WEIGHTS_ATOL = 1e-4, 1e-6
 MESSAGES = {
     "ex4.no_backoff": {
         "vi": "train_step_with_backoff() để lỗi hết bộ nhớ thoát ra: bắt nó, chia đôi micro-batch và thử lại với "
@@ -125,7 +129,7 @@ def same_as_full_batch(dev: Device, state: dict[str, Any], loss: object, seed: i
     if not is_number(loss) or abs(float(loss) - expected_loss) > 1e-4 * max(1.0, abs(expected_loss)):
         fail("ex4.wrong_loss", device=dev.label, got=str(loss)[:40])
     for mine, ref in zip(state["params"], reference.parameters(), strict=True):
-        if not allclose(mine.detach().cpu(), ref.detach(), rtol=1e-4, atol=1e-6):
+        if not allclose(mine.detach().cpu(), ref.detach(), rtol=WEIGHTS_RTOL, atol=WEIGHTS_ATOL):
             fail("ex4.grads_not_full_batch", device=dev.label)
 
 
