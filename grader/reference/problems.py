@@ -50,8 +50,8 @@ def ex4_problem(device: torch.device, seed: int = EX4_SEED) -> tuple[nn.Module, 
 # sits within a device's rounding of 0 (float32 matrix products of one machine and another differ by
 # ~1e-7 here), one sample's share of that unit's gradient is in on one device and out on the other:
 # one row of the first layer then differs by ~2e-4, over the check's 1e-4 (on an H200, 3 correct
-# gradings in ~200 lost ex4.backoff_matches_full_batch so, each on a draw with an input 1e-8 from 0;
-# docs/gpu-validation.md). Inputs are ~0.3 wide; 1e-5 is 100 times the rounding.
+# gradings in ~350 lost the check so, each on a draw with an input 1e-8 from 0; docs/gpu-validation.md).
+# Inputs are ~0.3 wide; 1e-5 is 100 times the rounding.
 KINK_MARGIN = 1e-5
 
 
