@@ -218,8 +218,8 @@ def main() -> int:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
     started = time.monotonic()
     isolation = probe()  # bubblewrap's trial and, on a GPU machine, the devices counted inside it
-    isolation_line = (f"Isolation: {isolation.mode}, found in {time.monotonic() - started:.1f} s; missing: "
-                      f"{'; '.join(isolation.missing) or 'nothing'}")
+    isolation_line = (f"Isolation: {isolation.mode} (every grading), found in {time.monotonic() - started:.1f} s; "
+                      f"missing: {'; '.join(isolation.missing) or 'nothing'}")
     work = Path(tempfile.mkdtemp(prefix="gpu-validation-"))
     try:
         # As `grader batch` does: each worker forks its processes from warm servers (grader/run/launch.py).
@@ -227,7 +227,9 @@ def main() -> int:
         # --workers N` gives them (grader/run/share.py): with every core to each of 8 learners (the run of
         # 2026-12-04 on an H200's 16 cores) a correct grading took 16-28 s there, 4.5 s in `grader batch`.
         share = machine_share(max(args.workers, 1), os.environ)
-        with ForkLauncher(share) as launcher, ThreadPoolExecutor(args.workers) as pool:
+        # And each in the sandbox this machine allows, as `grader batch` grades (before 2026-12-04's second
+        # GPU run this script probed the sandbox but graded without it; the batches there used it).
+        with ForkLauncher(share, isolation) as launcher, ThreadPoolExecutor(args.workers) as pool:
             jobs = [pool.submit(_grade_correct, name, path, args.device, work, launcher)
                     for name, path in CORRECT_STYLES.items()]
             jobs.append(pool.submit(_grade_stubs, args.device, work, launcher))
