@@ -62,9 +62,16 @@ def _clear_of_kinks(layer: nn.Linear, inputs: torch.Tensor) -> None:
     smooth in the rounding of whatever device computes them."""
     with torch.no_grad():
         drawn = layer.bias.clone()
-        z = inputs @ layer.weight.T  # (samples, units), without the bias; float32's ~1e-7 is well inside the margin
+        # Decided in float64 (float32's products are exact there, the sums round at ~1e-17): the judge and
+        # the learner process build the problem apart, with other thread counts, and a float32 product's
+        # rounding (~1e-7) could put a unit on either side of the margin in each: two different problems.
+        # float32 only picks the units that can be near (a few in 512; the float64 product of all costs
+        # ~2 ms a build); one it picks in one process and not the other is over the margin in both.
+        rough = (inputs @ layer.weight.T + layer.bias).abs().min(0).values
+        units = (rough < 2 * KINK_MARGIN).nonzero().flatten()
+        z = inputs.double() @ layer.weight[units].double().T  # (samples, those units), without the bias
         for k in range(64):
-            near = ((z + layer.bias).abs().min(0).values < KINK_MARGIN).nonzero().flatten()
+            near = units[(z + layer.bias[units].double()).abs().min(0).values < KINK_MARGIN]
             if len(near) == 0:
                 return
             steps = (k + 2) // 2 * (1 if k % 2 == 0 else -1)
