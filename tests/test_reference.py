@@ -87,6 +87,22 @@ def test_the_back_off_problem_is_the_same_step_on_any_devices_rounding() -> None
                 assert torch.allclose(theirs, ours, rtol=WEIGHTS_RTOL, atol=WEIGHTS_ATOL), (seed, rounding)
 
 
+def test_each_back_off_build_is_the_draw_whatever_an_earlier_build_went_through() -> None:
+    """The draw is kept once per process (grader/reference/problems.py ``_ex4_drawn``); a learner's
+    step writes into what it is handed — the weights, and inputs a hostile one may scribble on — and
+    the next check's build must still be the draw the judge computes with."""
+    first = ex4_problem(torch.device("cpu"), 4242)
+    expected = [p.detach().clone() for p in first[0].parameters()], first[1].clone(), first[2].clone()
+    with torch.no_grad():
+        for p in first[0].parameters():
+            p.add_(1.0)
+    first[1].mul_(-1)
+    first[2].zero_()
+    again = ex4_problem(torch.device("cpu"), 4242)
+    assert all(torch.equal(a, b) for a, b in zip(again[0].parameters(), expected[0], strict=True))
+    assert torch.equal(again[1], expected[1]) and torch.equal(again[2], expected[2])
+
+
 def test_the_fp32_losses_are_the_same_on_any_devices_rounding() -> None:
     """ex5's networks have ReLUs too, and their inputs are not kept clear of the kink (training moves
     them); but ex5.fp32_losses compares losses, which a sample crossing the kink hardly moves: the
