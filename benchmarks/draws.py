@@ -85,5 +85,6 @@ def main() -> int:
     print(f"lost points in total: {lost_total:g} ({time.monotonic() - started:.0f} s)")
     return 0 if lost_total == 0 else 1
 
+
 if __name__ == "__main__":
     sys.exit(main())
