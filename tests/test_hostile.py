@@ -162,6 +162,8 @@ def test_global_state_changes_at_import_are_undone(tmp_path: Path, grade: Callab
         "torch.set_grad_enabled(False)\n"
         "torch.manual_seed(1234)\n"
         "torch.set_num_threads(1)\n"
+        "torch.set_float32_matmul_precision('medium')\n"  # both APIs: PyTorch then refuses legacy reads
+        "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
     )
     folder = tmp_path / "globals"
     folder.mkdir()

@@ -20,7 +20,7 @@ from grader.learner import torchstate
 from grader.learner.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
 from grader.learner.toplevel import TopLevel, TopLevelLimits, importing
 from grader.wire.messages import TopLevelEvent
-from tests.conftest import course_with, folder_with, solution_text
+from tests.conftest import ROOT, course_with, folder_with, solution_text
 from tests.notebooks._snippets import EX5_LESSON
 from tests.submissions.catalog import MODULES
 
@@ -131,6 +131,47 @@ def test_a_cell_stopped_inside_pytorch_leaves_pytorch_s_modes_as_they_were(run: 
     assert [kind for _, kind, _ in heard.stops()] == ["timeout"] * 60
     assert before is not None and heard.modes_after_cells[1:] == [before] * 60
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+
+
+MATMUL_PRECISION_PROBE = """
+import torch
+from grader.learner import torchstate
+
+fresh = torchstate.capture()
+asks = {  # the ways a learner module asks for TF32 / reduced-precision float32 matmuls
+    "set_float32_matmul_precision high": lambda: torch.set_float32_matmul_precision("high"),
+    "set_float32_matmul_precision medium": lambda: torch.set_float32_matmul_precision("medium"),
+    "cuda.matmul.allow_tf32": lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", True),
+    "cuda.matmul.fp32_precision": lambda: setattr(torch.backends.cuda.matmul, "fp32_precision", "tf32"),
+    "backends.fp32_precision": lambda: setattr(torch.backends, "fp32_precision", "tf32"),
+}
+for name, ask in asks.items():
+    ask()
+    torchstate.restore(fresh)
+    print(name, torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+          torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.allow_tf32)
+asks["cuda.matmul.fp32_precision"]()
+print("capture after the new API:", torchstate.capture().matmul_precision)
+"""
+
+
+def test_each_check_multiplies_in_full_float32_whatever_precision_the_learner_asked_for() -> None:
+    """A learner module that asks for TF32 at its top (Lightning's advice) made an H200 fail a correct
+    ex4 for "weights differ from a full-batch step" (8 of 100 points, with each of the three APIs;
+    docs/gpu-validation.md): the judge's reference is FP32. The reset before each check puts the
+    precision back; PyTorch's legacy and new (2.9) APIs mixed leave its legacy reads raising, so the
+    restore must leave every read working after each way of asking, and capture() must survive a
+    precision PyTorch refuses to say."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", MATMUL_PRECISION_PROBE], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 6, done.stdout
+    for line in lines[:5]:
+        assert line.endswith(" highest False ieee True"), line
+    assert lines[5] == "capture after the new API: None"
 
 
 def test_a_limit_that_lands_inside_an_import_waits_for_it(run: Any, tmp_path: Path) -> None:

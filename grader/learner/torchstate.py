@@ -15,6 +15,15 @@ the cut cell or call started: the grader caused the mess, so the cells after it 
 where what a finished cell set on purpose (`torch.set_grad_enabled(False)` in a demo) stays. And
 each check starts from the modes of a fresh process (runner.py's reset, which already did so for
 grad and the default dtype): the checks grade functions, not what the top level left behind.
+The float32 matmul precision is one of them: a learner module that sets
+`torch.set_float32_matmul_precision("high")` (or `torch.backends.cuda.matmul.allow_tf32 = True`, or
+PyTorch 2.9's `torch.backends.cuda.matmul.fp32_precision = "tf32"`) at its top, as Lightning tells
+people to, made an H200 multiply in TF32 (10-bit mantissa) in every check, where the judge's
+reference is FP32: a correct ex4 lost 8 points with each of the three (docs/gpu-validation.md). It is put back through the legacy setter: in PyTorch
+>= 2.9 that one sets both the legacy and the new flags, while setting the new ones after a learner
+used the legacy API leaves torch in a "mix of the legacy and new APIs" state whose next legacy read
+raises (measured on 2.13 for each of the four ways a learner can ask for TF32). When a learner's
+new-API setting makes the precision unreadable, capture() records None and that one is left alone.
 Not covered: inference mode and `with torch.device(...)` (no public setter for their state);
 nothing in the lesson uses them.
 """
@@ -29,7 +38,8 @@ AUTOCAST_DEVICES = ("cpu", "cuda", "mps")
 # What capture() and restore() call: PyTorch >= 2.4 has all of them (the per-device autocast ones are new).
 _API = ("is_grad_enabled", "get_default_dtype", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_dtype",
         "is_autocast_cache_enabled", "set_autocast_cache_enabled", "autocast_increment_nesting",
-        "autocast_decrement_nesting", "clear_autocast_cache")
+        "autocast_decrement_nesting", "clear_autocast_cache", "get_float32_matmul_precision",
+        "set_float32_matmul_precision")
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,7 @@ class TorchModes:
     autocast: tuple[tuple[str, bool, Any], ...]  # (device type, enabled, dtype)
     autocast_cache: bool
     autocast_nesting: int
+    matmul_precision: str | None  # "highest", "high" or "medium"; None when PyTorch refuses to say (see above)
 
 
 def capture() -> TorchModes | None:
@@ -53,7 +64,7 @@ def capture() -> TorchModes | None:
         except (RuntimeError, TypeError):  # a device type this build does not know
             continue
     return TorchModes(torch.is_grad_enabled(), torch.get_default_dtype(), tuple(autocast),
-                      torch.is_autocast_cache_enabled(), _nesting(torch))
+                      torch.is_autocast_cache_enabled(), _nesting(torch), _matmul_precision(torch))
 
 
 def restore(modes: TorchModes | None) -> None:
@@ -74,6 +85,8 @@ def restore(modes: TorchModes | None) -> None:
         nesting = torch.autocast_increment_nesting()
     if nesting == 0:
         torch.clear_autocast_cache()  # casts cached by an autocast region that never closed
+    if modes.matmul_precision is not None:
+        torch.set_float32_matmul_precision(modes.matmul_precision)
 
 
 def _nesting(torch: Any) -> int:
@@ -81,3 +94,11 @@ def _nesting(torch: Any) -> int:
     nesting = int(torch.autocast_increment_nesting()) - 1
     torch.autocast_decrement_nesting()
     return nesting
+
+
+def _matmul_precision(torch: Any) -> str | None:
+    """The float32 matmul precision, or None when the new per-backend API left the legacy one unreadable."""
+    try:
+        return str(torch.get_float32_matmul_precision())
+    except RuntimeError:  # "PyTorch is checking the matmul precision without a specific backend..."
+        return None
