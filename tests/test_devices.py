@@ -18,6 +18,7 @@ import time
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -26,7 +27,7 @@ from grader.checks.ex2_timing.common import REPEATS, explanations, measured_inte
 from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TRIALS, _real_total
 from grader.checks.ex4_oom.budget import fill_budget
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
-from grader.emulation.runtime import machine
+from grader.emulation.runtime import _class_with_base, machine
 from grader.emulation.standin import StandIn
 from grader.judge.devices import runs_amp
 from grader.learner.calls import call
@@ -320,8 +321,77 @@ def test_a_real_gpus_total_is_read_from_the_reads_else_from_every_try(
     """ex2.returns_mean_not_total on a real device. Beside seven other gradings on one H200 a mean's
     8-repeat time over its 2-repeat time read over 2.2 now and then (four correct styles lost the check):
     where clock reads give the number, whether it was divided by the repeats decides; where none do
-    (CUDA events), the ratio, a total only when each of the tries says so."""
+    (here events the session did not record: a median of several timings is such a number), the
+    ratio, a total only when each of the tries says so."""
     assert REAL_TRIALS == 3
     dev = _RealGpu()
     learner = _Timing(dev, lambda call: 1e-4 * loads[min(call, len(loads) - 1)], clock=clock, total=total)
     assert _real_total(learner, dev) == verdict  # type: ignore[arg-type]
+
+
+class _SimulatedEventBase:
+    """torch.cuda.Event's C base (``torch._C._CudaEventBase``) on this CPU: stamps a simulated device
+    clock, so the real ``torch.cuda.Event`` Python class runs over it (its ``record`` finds the stream,
+    both call ``super()``)."""
+
+    device_now = 0.0  # seconds of device time; the learner below moves it as its products run
+    at: float | None
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                external: bool = False) -> Any:
+        event = object.__new__(cls)
+        event.at = None
+        return event
+
+    def record(self, stream: object = None) -> None:
+        self.at = _SimulatedEventBase.device_now
+
+    def elapsed_time(self, end_event: Any) -> float:
+        return float(end_event.at - self.at) * 1000.0
+
+
+@pytest.mark.parametrize(("total", "verdict"), [(False, None), (True, "2")])
+def test_a_real_gpus_event_pair_is_read_like_two_clock_reads_whatever_shares_the_gpu(
+        fake_cuda: None, monkeypatch: pytest.MonkeyPatch, total: bool, verdict: str | None) -> None:
+    """On an H200 beside seven other gradings, the PyTorch docs' CUDA-events style lost
+    returns_mean_not_total in 2 of 8 draws: its number explained nothing there, and the 8-repeat
+    time read over 2.2 x the 2-repeat one at every try. A real GPU's session now records each
+    ``torch.cuda.Event.record()`` in order with the products and fills in what it read when
+    ``elapsed_time`` is asked (grader/learner/sessions.py DeviceEventClock): the pair that gives the
+    number decides — here with the GPU six times slower for every 8-repeat run."""
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: None)
+    session = RealSession("cuda")
+    dev = _RealGpu()
+    dev.device = torch.device("cpu")  # the products run on this CPU; the events are CUDA's
+    dev.events = session.events
+    calls = [0]
+
+    def time_matmul(n: int, device: torch.device, repeats: int = 5) -> float:  # the PyTorch docs' style
+        step = 1e-4 * (6.0 if repeats == 8 else 1.0)  # the other gradings' kernels, timed along
+        calls[0] += 1
+        a = torch.ones(4, 4)
+        torch.mm(a, a)  # the warm-up
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.Event(enable_timing=True).record()  # one never asked about
+        start.record()
+        for _ in range(repeats):
+            torch.mm(a, a)
+            _SimulatedEventBase.device_now += step
+        end.record()
+        elapsed = float(start.elapsed_time(end)) / 1000
+        return elapsed if total else elapsed / repeats
+
+    learner = types.SimpleNamespace(time_matmul=time_matmul)
+    undo = _class_with_base(torch.cuda.Event, _SimulatedEventBase)
+    try:
+        with session:
+            assert _real_total(learner, dev) == verdict  # type: ignore[arg-type]
+    finally:
+        undo()
+    assert calls[0] == 2  # the warming call and one try: the pair decided, no ratio was needed
+    sources = [event.source for event in session.events if event.kind == "clock"]
+    assert set(sources) == {"cuda.Event", "cuda.Event (never timed)"}, sources
+    assert torch.cuda.Event.record.__name__ == "record" and "record" in vars(torch.cuda.Event)  # put back
+    # A number the events do not give (a sum of per-step pairs, a median): no host stopwatch stands
+    # in for it from the device's events, timed or not, as before.
+    assert measured_interval(session.events, 1.234, REPEATS, real=True) is None

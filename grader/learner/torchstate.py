@@ -19,11 +19,12 @@ The float32 matmul precision is one of them: a learner module that sets
 `torch.set_float32_matmul_precision("high")` (or `torch.backends.cuda.matmul.allow_tf32 = True`, or
 PyTorch 2.9's `torch.backends.cuda.matmul.fp32_precision = "tf32"`) at its top, as Lightning tells
 people to, made an H200 multiply in TF32 (10-bit mantissa) in every check, where the judge's
-reference is FP32: a correct ex4 lost 8 points with each of the three (docs/gpu-validation.md). It is put back through the legacy setter: in PyTorch
->= 2.9 that one sets both the legacy and the new flags, while setting the new ones after a learner
-used the legacy API leaves torch in a "mix of the legacy and new APIs" state whose next legacy read
-raises (measured on 2.13 for each of the four ways a learner can ask for TF32). When a learner's
-new-API setting makes the precision unreadable, capture() records None and that one is left alone.
+reference is FP32: a correct ex4 lost 8 points with each of the three (docs/gpu-validation.md). It
+is put back through the legacy setter: in PyTorch >= 2.9 that one sets both the legacy and the new
+flags, while setting the new ones after a learner used the legacy API leaves torch in a "mix of the
+legacy and new APIs" state whose next legacy read raises (measured on 2.13 for each of the four ways
+a learner can ask for TF32). When a learner's new-API setting makes the precision unreadable,
+capture() records None and that one is left alone.
 Not covered: inference mode and `with torch.device(...)` (no public setter for their state);
 nothing in the lesson uses them.
 """

@@ -46,7 +46,8 @@ MESSAGES = {
     },
 }
 MEAN_TOLERANCE = (0.8, 1.25)
-# A real GPU, when no two clock reads explain the number (CUDA events, a median): the mean of 8
+# A real GPU, when no two clock reads explain the number (a median, a sum of per-step times; CUDA
+# events explain it since the learner process records them, grader/learner/sessions.py): the mean of 8
 # repeats vs 2 stays near 1 when it is a mean, 4 when it is a total. Measured on an H200 alone
 # (benchmarks/validate_gpu.py, 2026-12-04): 0.48-0.98 for four correct styles, 3.63 for the total;
 # beside seven other gradings on the same GPU a correct mean read over 2.2 now and then (four of 21
