@@ -63,7 +63,10 @@ from grader.wire.signed import parse
 
 GRACE_S = 3.0  # the learner process interrupts a call itself; this catches one stuck in C code
 WATCH_EVERY_S = 0.25  # how often the process count is checked
-LEARNER_EXIT_WAIT_S = 1.0  # a learner process the judge saw end: its exit status, before the kill
+# A learner process the judge saw end: how long to wait for its exit status before the kill. With 1 s,
+# an H200 learner that ended in ex5 was reported as "ended (?)", its signal lost — most likely its CUDA
+# context still being torn down (not measured). Waited only when the process ended (or hung up).
+LEARNER_EXIT_WAIT_S = 5.0
 # Until the first pair is up: the judge's own wait for the learner process's Hello, and a minute.
 STARTUP_S = 360.0
 # The longest line the judge signs: each learner text it relays is cut to a few hundred characters
