@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from grader.checks.ex2_timing.common import REPEATS, explanations, measured_interval
-from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TRIALS, _real_total
+from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TRIALS, _real_total, _real_unit
 from grader.checks.ex4_oom.budget import fill_budget
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
 from grader.emulation.runtime import _class_with_base, machine
@@ -350,15 +350,17 @@ class _SimulatedEventBase:
         return float(end_event.at - self.at) * 1000.0
 
 
-@pytest.mark.parametrize(("total", "verdict"), [(False, None), (True, "2")])
+@pytest.mark.parametrize(("returns", "verdict", "unit"), [("mean", None, 1.0), ("total", "2", 1.0),
+                                                       ("milliseconds", None, 1e3)])
 def test_a_real_gpus_event_pair_is_read_like_two_clock_reads_whatever_shares_the_gpu(
-        fake_cuda: None, monkeypatch: pytest.MonkeyPatch, total: bool, verdict: str | None) -> None:
+        fake_cuda: None, monkeypatch: pytest.MonkeyPatch, returns: str, verdict: str | None, unit: float) -> None:
     """On an H200 beside seven other gradings, the PyTorch docs' CUDA-events style lost
     returns_mean_not_total in 2 of 8 draws: its number explained nothing there, and the 8-repeat
     time read over 2.2 x the 2-repeat one at every try. A real GPU's session now records each
     ``torch.cuda.Event.record()`` in order with the products and fills in what it read when
     ``elapsed_time`` is asked (grader/learner/sessions.py DeviceEventClock): the pair that gives the
-    number decides — here with the GPU six times slower for every 8-repeat run."""
+    number decides — here with the GPU six times slower for every 8-repeat run — and a mean left in
+    elapsed_time's milliseconds (chainer PR #1779's slip), which no real GPU caught before, is named."""
     monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: None)
     session = RealSession("cuda")
     dev = _RealGpu()
@@ -378,17 +380,21 @@ def test_a_real_gpus_event_pair_is_read_like_two_clock_reads_whatever_shares_the
             torch.mm(a, a)
             _SimulatedEventBase.device_now += step
         end.record()
-        elapsed = float(start.elapsed_time(end)) / 1000
-        return elapsed if total else elapsed / repeats
+        milliseconds = float(start.elapsed_time(end))
+        if returns == "milliseconds":
+            return milliseconds / repeats
+        return milliseconds / 1000 if returns == "total" else milliseconds / 1000 / repeats
 
     learner = types.SimpleNamespace(time_matmul=time_matmul)
     undo = _class_with_base(torch.cuda.Event, _SimulatedEventBase)
     try:
         with session:
             assert _real_total(learner, dev) == verdict  # type: ignore[arg-type]
+            _, interval = _real_unit(learner, dev)  # type: ignore[arg-type]
+            assert interval is not None and interval.device_clock and interval.unit == unit
     finally:
         undo()
-    assert calls[0] == 2  # the warming call and one try: the pair decided, no ratio was needed
+    assert calls[0] == 3  # the warming call and one try (the pair decided, no ratio needed), the unit's
     sources = [event.source for event in session.events if event.kind == "clock"]
     assert set(sources) == {"cuda.Event", "cuda.Event (never timed)"}, sources
     assert torch.cuda.Event.record.__name__ == "record" and "record" in vars(torch.cuda.Event)  # put back

@@ -13,9 +13,11 @@ from grader.checks.ex2_timing.common import (
     REPEATS,
     SMALLER,
     UNITS,
+    Interval,
     device_matmuls,
     explanations,
     interval_of,
+    measured_interval,
     timed,
 )
 from grader.judge.api import Device, LearnerModule, fail
@@ -31,6 +33,12 @@ MESSAGES = {
               "để trả về trung bình.",
         "en": "time_matmul() returned the total time of all repeats ({ratio}x the time of one): divide by repeats "
               "to return the mean.",
+    },
+    "ex2.elapsed_time_in_ms": {
+        "vi": "time_matmul() trả về {got}, là thời gian các event đo được tính bằng mili giây: elapsed_time() của "
+              "event trả về ms — chia cho 1000 để trả về giây.",
+        "en": "time_matmul() returned {got}, the time its events measured in milliseconds: an event's "
+              "elapsed_time() is in ms — divide by 1000 to return seconds.",
     },
     "ex2.too_slow": {
         "vi": "time_matmul() đo được {got} cho một matmul, device cần khoảng {expected}: trong vùng đo còn thứ khác "
@@ -80,6 +88,24 @@ def _real_total(ex2: LearnerModule, dev: Device) -> str | None:
     return f"{ratio:.1f}"
 
 
+def _real_unit(ex2: LearnerModule, dev: Device) -> tuple[float, Interval | None]:
+    """On a real device: the number, and the clock reads that give it (None where none do)."""
+    seconds, events = timed(ex2, dev, REAL_N, 2)
+    interval = measured_interval(events, seconds, 2, real=True)
+    return seconds, interval if interval is not None and interval.found else None
+
+
+def _fail_unless_seconds(dev: Device, seconds: float, interval: Interval | None) -> None:
+    """The number is the measured time in seconds, not in ms or µs. Device events' ``elapsed_time()``
+    is in milliseconds: a number left in it is named so (chainer PR #1779's slip)."""
+    if interval is None or interval.unit == 1.0:
+        return
+    if interval.device_clock and interval.unit == 1e3:
+        fail("ex2.elapsed_time_in_ms", device=dev.label, got=f"{seconds:g}")
+    fail("ex2.not_seconds_unit", device=dev.label, got=f"{seconds:g}", unit=UNITS[interval.unit],
+         factor=f"{interval.unit:g}")
+
+
 def test_returns_mean_not_total(ex2: LearnerModule, devices: Callable[..., list[Device]], draw: Draw) -> None:
     for dev in devices("cuda", "mps", virtual_clock=True, smaller=SMALLER):
         with dev:
@@ -87,13 +113,11 @@ def test_returns_mean_not_total(ex2: LearnerModule, devices: Callable[..., list[
                 total = _real_total(ex2, dev)
                 if total is not None:
                     fail("ex2.total_not_mean", device=dev.label, ratio=total, repeats=2)
+                _fail_unless_seconds(dev, *_real_unit(ex2, dev))
                 continue
             seconds, events = timed(ex2, dev, draw.matmul_n)
             expected = dev.matmul_seconds(draw.matmul_n)
-        interval = interval_of(events, seconds, dev)
-        if interval is not None and interval.unit != 1.0:
-            fail("ex2.not_seconds_unit", device=dev.label, got=f"{seconds:g}", unit=UNITS[interval.unit],
-                 factor=f"{interval.unit:g}")
+        _fail_unless_seconds(dev, seconds, interval_of(events, seconds, dev))
         ratio = seconds / expected
         low, high = MEAN_TOLERANCE
         if abs(ratio - REPEATS) < 0.5:
