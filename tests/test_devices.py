@@ -255,13 +255,23 @@ def _timm_steps(gap: float) -> tuple[list[Event], float]:
 def test_a_real_gpus_clock_reads_explain_only_the_learners_own_arithmetic() -> None:
     """On a real GPU many reads with gaps between them gave timm's sum of per-step times a pair
     within 1 % that began at the timed warm-up's own read: "no warm-up" for a correct runner (an
-    H200, 2 gradings in 36). There a pair must give the number to the nanosecond."""
+    H200, 2 gradings in 36). There a pair must give the number to the nanosecond — and so must a
+    run of steps summed: timm's five steps after its timed warm-up, exactly, as its own sum."""
     events, seconds = _timm_steps(gap=1.1e-6)
     by_chance = explanations(events, seconds, REPEATS, real=False)
     assert by_chance and by_chance[0].start == 0  # what the stand-in's tolerance found on a real GPU
-    assert explanations(events, seconds, REPEATS, real=True) == []
-    found = measured_interval(events, seconds, REPEATS, real=True)
-    assert found is not None and not found.found  # unexplained: warms_up does not judge it there
+    (steps,) = explanations(events, seconds, REPEATS, real=True)
+    assert (steps.start, steps.stop, steps.steps, steps.per_repeat) == (4, len(events) - 1, 5, True)
+    assert measured_interval(events, seconds, REPEATS, real=True) == steps  # warms_up: the warm-up is before
+    # Its total, and its mean in milliseconds, are runs of the same five steps; a sum that skips a step is none.
+    spans = [events[i + 3].value - events[i].value for i in range(4, len(events), 4)]
+    total = 0.0
+    for span in spans:
+        total += span
+    for number, unit, per_repeat in ((total, 1.0, False), (seconds * 1e3, 1e3, True)):
+        (best,) = explanations(events, number, REPEATS, real=True)
+        assert (best.start, best.steps, best.unit, best.per_repeat) == (4, 5, unit, per_repeat)
+    assert explanations(events, (total - spans[2]) / 4, 4, real=True) == []
     # A stopwatch around the five steps explains its mean, its total, in milliseconds too, and read in
     # whole nanoseconds (perf_counter_ns).
     stopwatch = (events[4].value, events[-1].value)
@@ -351,7 +361,8 @@ class _SimulatedEventBase:
 
 
 @pytest.mark.parametrize(("returns", "verdict", "unit"), [("mean", None, 1.0), ("total", "2", 1.0),
-                                                       ("milliseconds", None, 1e3)])
+                                                       ("milliseconds", None, 1e3), ("steps", None, 1.0),
+                                                       ("steps total", "2", 1.0)])
 def test_a_real_gpus_event_pair_is_read_like_two_clock_reads_whatever_shares_the_gpu(
         fake_cuda: None, monkeypatch: pytest.MonkeyPatch, returns: str, verdict: str | None, unit: float) -> None:
     """On an H200 beside seven other gradings, the PyTorch docs' CUDA-events style lost
@@ -360,7 +371,9 @@ def test_a_real_gpus_event_pair_is_read_like_two_clock_reads_whatever_shares_the
     ``torch.cuda.Event.record()`` in order with the products and fills in what it read when
     ``elapsed_time`` is asked (grader/learner/sessions.py DeviceEventClock): the pair that gives the
     number decides — here with the GPU six times slower for every 8-repeat run — and a mean left in
-    elapsed_time's milliseconds (chainer PR #1779's slip), which no real GPU caught before, is named."""
+    elapsed_time's milliseconds (chainer PR #1779's slip), which no real GPU caught before, is named.
+    So does a run of steps each timed by its own pair and summed (the torch.compile tutorial's
+    ``timed()`` helper, averaged over the repeats)."""
     monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: None)
     session = RealSession("cuda")
     dev = _RealGpu()
@@ -375,6 +388,15 @@ def test_a_real_gpus_event_pair_is_read_like_two_clock_reads_whatever_shares_the
         torch.mm(a, a)  # the warm-up
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.Event(enable_timing=True).record()  # one never asked about
+        if returns.startswith("steps"):
+            times = []
+            for _ in range(repeats):
+                start.record()
+                torch.mm(a, a)
+                _SimulatedEventBase.device_now += step
+                end.record()
+                times.append(float(start.elapsed_time(end)) / 1000)
+            return sum(times) if returns == "steps total" else sum(times) / len(times)
         start.record()
         for _ in range(repeats):
             torch.mm(a, a)
@@ -392,6 +414,7 @@ def test_a_real_gpus_event_pair_is_read_like_two_clock_reads_whatever_shares_the
             assert _real_total(learner, dev) == verdict  # type: ignore[arg-type]
             _, interval = _real_unit(learner, dev)  # type: ignore[arg-type]
             assert interval is not None and interval.device_clock and interval.unit == unit
+            assert interval.steps == (2 if returns.startswith("steps") else 1)
     finally:
         undo()
     assert calls[0] == 3  # the warming call and one try (the pair decided, no ratio needed), the unit's

@@ -54,9 +54,18 @@ MESSAGES = {
 }
 
 
+# Where no one pair gives the number on a real device, a run of steps may, each timed by its own two
+# reads and the times summed: timm's runner adds up its steps' perf_counter differences, the
+# torch.compile tutorial's timed() helper times each call with a pair of CUDA events. Exact there (the
+# learner's own sum of the recorded values, in order), so no run matches by chance; searched among at
+# most this many reads of one clock (the runs are quadratic in them).
+STEP_READS_MAX = 256
+
+
 @dataclass(frozen=True)
 class Interval:
-    """What the returned number measured: events[start] to events[stop], two reads of one clock."""
+    """What the returned number measured: events[start] to events[stop], two reads of one clock (on a
+    real device also the first and last reads of a run of steps whose times were summed: ``steps``)."""
 
     start: int
     stop: int
@@ -64,6 +73,7 @@ class Interval:
     found: bool = True  # False: no pair explained the number; the first and last reads stand for it
     device_clock: bool = False  # two CUDA / MPS events: device time, which needs no host synchronize
     per_repeat: bool = False  # the difference was divided by ``repeats`` (a mean), not returned whole
+    steps: int = 1  # how many pairs of reads, each around one step, were summed (real devices)
 
 
 def seconds_of(value: object) -> float:
@@ -125,7 +135,39 @@ def explanations(events: list[Event], seconds: float, repeats: int, *, real: boo
                         interval = Interval(i, j, unit, device_clock=events[i].source.endswith(".Event"),
                                             per_repeat=divisor > 1)
                         candidates.append(((unit == 1.0, inside, j - i), interval))
+    if real:
+        candidates += _step_runs(events, seconds, repeats)
     return [interval for _, interval in sorted(candidates, key=lambda candidate: candidate[0], reverse=True)]
+
+
+def _step_runs(events: list[Event], seconds: float, repeats: int) -> list[tuple[tuple[bool, int, int], Interval]]:
+    """On a real device: runs of two or more consecutive steps, each between two reads of one clock
+    (read, work, read), whose times summed — over ``repeats`` or whole — give the returned number."""
+    by_source: dict[str, list[int]] = {}
+    for i in clock_reads(events):
+        by_source.setdefault(events[i].source, []).append(i)
+    candidates: list[tuple[tuple[bool, int, int], Interval]] = []
+    for source, reads in by_source.items():
+        if len(reads) > STEP_READS_MAX:
+            continue
+        for first in range(len(reads) - 3):
+            total = 0.0
+            for k in range(first, len(reads) - 1, 2):
+                span = events[reads[k + 1]].value - events[reads[k]].value
+                if span <= 0:
+                    break
+                total += span
+                if k == first:
+                    continue  # one step is a pair: explanations' own
+                for unit in UNITS:
+                    for divisor in dict.fromkeys((repeats, 1)):
+                        if _gives(seconds, total, unit, divisor, True):
+                            start, stop = reads[first], reads[k + 1]
+                            inside = sum(1 for e in events[start:stop] if e.kind == "matmul")
+                            interval = Interval(start, stop, unit, device_clock=source.endswith(".Event"),
+                                                per_repeat=divisor > 1, steps=(k - first) // 2 + 1)
+                            candidates.append(((unit == 1.0, inside, stop - start), interval))
+    return candidates
 
 
 def interval_of(events: list[Event], seconds: float, dev: Device, repeats: int = REPEATS) -> Interval | None:
