@@ -155,8 +155,8 @@ class Settled:
 
 
 def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "?"
+    if code is None:  # it had not ended within LEARNER_EXIT_WAIT_S of hanging up (grader/run/sandbox.py)
+        return "exit status unknown"
     if code < 0:
         try:
             return f"signal {signal.Signals(-code).name}"
