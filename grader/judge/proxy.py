@@ -261,7 +261,7 @@ class LearnerProcess:
         if answer.kind == "timed_out":
             self.report(FunctionTimedOut(function))
             raise TimedOut(name)
-        raised = LearnerRaised(answer.text, answer.where, name)
+        raised = LearnerRaised(answer.text, answer.where, name, answer.handling)
         if device is not None:
             raised.params["device"] = device.label
         raise raised

@@ -58,6 +58,7 @@ class Outcome:
     text: str = ""
     where: str = ""
     hung: str = ""  # already_timed_out: the function that ran past its limit earlier, when not the one called
+    handling: str = ""  # learner_raised while an earlier exception was being handled (its __context__)
 
 
 class ReachedHung(BaseException):
@@ -135,5 +136,7 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
         return Outcome(False, kind="not_attempted")
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt too: the learner's code never ends grading
         text = f"{type(exc).__name__}: {cut(str(exc).strip(), 300)}"
+        context = exc.__context__
+        handling = f"{type(context).__name__}: {cut(str(context).strip(), 120)}" if context is not None else ""
         return Outcome(False, kind="learner_raised", text=text,
-                       where=learner_location(exc, source, toplevel.filename(source)))
+                       where=learner_location(exc, source, toplevel.filename(source)), handling=handling)

@@ -224,6 +224,7 @@ class Raised:
     where: str = ""  # "bai.ipynb, In [8], line 2"
     printed: str = ""
     events: tuple[Event, ...] = ()
+    handling: str = ""  # learner_raised inside an except block: the exception it was handling, "OutOfMemoryError: ..."
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,12 @@ def fill_devices(devices: Callable[..., list[Device]], draw: Draw) -> list[Devic
 
 def is_oom(raised: LearnerRaised) -> bool:
     """The learner's code let an out-of-memory error escape."""
-    return "OutOfMemoryError" in raised.exc_text or "out of memory" in raised.exc_text
+    return names_oom(raised.exc_text)
+
+
+def names_oom(exc_text: str) -> bool:
+    """``exc_text`` ("Type: message") is an out-of-memory error (CUDA's class, MPS's RuntimeError)."""
+    return "OutOfMemoryError" in exc_text or "out of memory" in exc_text
 
 
 def run_fill(ex4: LearnerModule, dev: Device, draw: Draw) -> tuple[object, int]:

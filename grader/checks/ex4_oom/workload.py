@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from grader.checks.ex4_oom.budget import is_oom
+from grader.checks.ex4_oom.budget import is_oom, names_oom
 from grader.judge.api import (
     Device,
     LearnerModule,
@@ -40,6 +40,16 @@ MESSAGES = {
               "gradient accumulation. ({error})",
         "en": "train_step_with_backoff() let the out-of-memory error escape: catch it, halve the micro-batch and "
               "retry with gradient accumulation. ({error})",
+    },
+    "ex4.retry_inside_except": {
+        "vi": "train_step_with_backoff() thử lại ngay trong khối except nên lại hết bộ nhớ: ở đó các tensor của lần "
+              "thử hỏng vẫn còn sống (traceback của exception giữ frame của nó). Hãy ra khỏi khối except trước — ghi "
+              "nhận lỗi, rồi dọn và thử lại sau khối đó (PyTorch FAQ: \"My out of memory exception handler can't "
+              "allocate memory\"). ({error})",
+        "en": "train_step_with_backoff() retried inside the except block and ran out of memory again: there the "
+              "failed try's tensors are still alive (the exception's traceback holds its frame). Leave the except "
+              "block first — note the failure, then free and retry after it (PyTorch FAQ: \"My out of memory "
+              "exception handler can't allocate memory\"). ({error})",
     },
     "ex4.backoff_not_pair": {
         "vi": "train_step_with_backoff() phải trả về (loss trung bình dạng float, kích thước micro-batch), nhận được "
@@ -114,6 +124,8 @@ def step(ex4: LearnerModule, dev: Device, budget: int | None, seed: int) -> tupl
         with dev.instruments(meter_budget=budget):
             result = ex4.train_step_with_backoff(model, inputs, targets, loss_fn, optimizer)
     except LearnerRaised as raised:
+        if is_oom(raised) and names_oom(raised.handling):
+            fail("ex4.retry_inside_except", error=cut(raised.exc_text, 160))
         if is_oom(raised):
             fail("ex4.no_backoff", error=cut(raised.exc_text, 160))
         raise
