@@ -174,6 +174,18 @@ def test_global_state_changes_at_import_are_undone(tmp_path: Path, grade: Callab
     assert graded.exercise("ex5")["status"] == "passed", graded.exercise("ex5")
 
 
+def test_an_exception_whose_message_cannot_be_read_is_the_learners(tmp_path: Path,
+                                                                    grade: Callable[..., Graded]) -> None:
+    """A learner exception whose ``__str__`` raises was reported as the grader's own failure inside the
+    learner process ("tell the instructor"); it is the learner's error, said with its type."""
+    weird = ("import torch\n\n\nclass Weird(Exception):\n    def __str__(self):\n        raise ValueError('no')\n\n\n"
+             "def pick_device():\n    raise Weird()\n\n\ndef describe_device(device):\n    raise Weird()\n")
+    graded = grade(folder_with(tmp_path, "weird", {"ex1_device": weird}))
+    check = graded.check("ex1.pick_device_returns_device")
+    assert check["status"] == "error" and "Weird (its message could not be read)" in check["message"], check
+    assert "grader" not in check["message"].lower(), check["message"]
+
+
 def test_deleting_files_cannot_damage_the_grader(tmp_path: Path, grade: Callable[..., Graded]) -> None:
     vandal = "import os, shutil\nshutil.rmtree(os.path.abspath('..'), ignore_errors=True)\n" + solution_text("ex1")
     folder = copy_solutions(tmp_path, "vandal", only=("ex3",))

@@ -135,8 +135,17 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
     except NotImplementedError:
         return Outcome(False, kind="not_attempted")
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt too: the learner's code never ends grading
-        text = f"{type(exc).__name__}: {cut(str(exc).strip(), 300)}"
         context = exc.__context__
-        handling = f"{type(context).__name__}: {cut(str(context).strip(), 120)}" if context is not None else ""
-        return Outcome(False, kind="learner_raised", text=text,
-                       where=learner_location(exc, source, toplevel.filename(source)), handling=handling)
+        return Outcome(False, kind="learner_raised", text=described(exc, 300),
+                       where=learner_location(exc, source, toplevel.filename(source)),
+                       handling=described(context, 120) if context is not None else "")
+
+
+def described(exc: BaseException, limit: int) -> str:
+    """A learner's exception as "Type: message"; its type alone when the message cannot be read (a
+    ``__str__`` that raises was once reported as the grader's own failure, "tell the instructor")."""
+    try:
+        message = cut(str(exc).strip(), limit)
+    except Exception:  # noqa: BLE001 - the learner's __str__, whatever it raises
+        return f"{type(exc).__name__} (its message could not be read)"
+    return f"{type(exc).__name__}: {message}"
