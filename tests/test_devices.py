@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from grader.checks.ex2_timing.common import REPEATS, explanations, measured_interval
-from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TRIALS, _real_total, _real_unit
+from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TRIALS, _real_timing
 from grader.checks.ex4_oom.budget import fill_budget
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
 from grader.emulation.runtime import _class_with_base, machine
@@ -336,7 +336,7 @@ def test_a_real_gpus_total_is_read_from_the_reads_else_from_every_try(
     assert REAL_TRIALS == 3
     dev = _RealGpu()
     learner = _Timing(dev, lambda call: 1e-4 * loads[min(call, len(loads) - 1)], clock=clock, total=total)
-    assert _real_total(learner, dev) == verdict  # type: ignore[arg-type]
+    assert _real_timing(learner, dev).total == verdict  # type: ignore[arg-type]
 
 
 class _SimulatedEventBase:
@@ -411,13 +411,14 @@ def test_a_real_gpus_event_pair_is_read_like_two_clock_reads_whatever_shares_the
     undo = _class_with_base(torch.cuda.Event, _SimulatedEventBase)
     try:
         with session:
-            assert _real_total(learner, dev) == verdict  # type: ignore[arg-type]
-            _, interval = _real_unit(learner, dev)  # type: ignore[arg-type]
+            real = _real_timing(learner, dev)  # type: ignore[arg-type]
+            assert real.total == verdict
+            interval = real.given_by
             assert interval is not None and interval.device_clock and interval.unit == unit
             assert interval.steps == (2 if returns.startswith("steps") else 1)
     finally:
         undo()
-    assert calls[0] == 3  # the warming call and one try (the pair decided, no ratio needed), the unit's
+    assert calls[0] == 2  # the warming call and one try: the pair decided (total and unit), no ratio needed
     sources = [event.source for event in session.events if event.kind == "clock"]
     assert set(sources) == {"cuda.Event", "cuda.Event (never timed)"}, sources
     assert torch.cuda.Event.record.__name__ == "record" and "record" in vars(torch.cuda.Event)  # put back

@@ -65,7 +65,8 @@ GRACE_S = 3.0  # the learner process interrupts a call itself; this catches one 
 WATCH_EVERY_S = 0.25  # how often the process count is checked
 # A learner process the judge saw end: how long to wait for its exit status before the kill. With 1 s,
 # an H200 learner that ended in ex5 was reported as "ended (?)", its signal lost — most likely its CUDA
-# context still being torn down (not measured). Waited only when the process ended (or hung up).
+# context still being torn down (not measured). Waited when the run ended or the learner process hung
+# up; one that exits at once (every learner process does at the judge's end) waits for nothing.
 LEARNER_EXIT_WAIT_S = 5.0
 # Until the first pair is up: the judge's own wait for the learner process's Hello, and a minute.
 STARTUP_S = 360.0

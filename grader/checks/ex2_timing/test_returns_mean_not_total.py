@@ -8,6 +8,7 @@ mean 5x, copies inside the loop 1.65x, no synchronize 0.04x.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from grader.checks.ex2_timing.common import (
     REPEATS,
@@ -17,7 +18,6 @@ from grader.checks.ex2_timing.common import (
     device_matmuls,
     explanations,
     interval_of,
-    measured_interval,
     timed,
 )
 from grader.judge.api import Device, LearnerModule, fail
@@ -65,8 +65,17 @@ REAL_TRIALS = 3
 REAL_N = 2048  # long enough (~0.3 ms on an H200) that a clock read's cost is noise
 
 
-def _real_total(ex2: LearnerModule, dev: Device) -> str | None:
-    """On a real device: how the number is a total (in words, for the message), None for a mean.
+@dataclass(frozen=True)
+class RealTiming:
+    """time_matmul on a real device, as ``_real_timing`` read it."""
+
+    seconds: float  # the number a call with REAL_N and 2 repeats returned
+    given_by: Interval | None  # the pair, or run, of clock reads that gives it; None where none do
+    total: str | None  # how the number is a total (in words, for the message); None for a mean
+
+
+def _real_timing(ex2: LearnerModule, dev: Device) -> RealTiming:
+    """On a real device: whether the number is a total, and the reads that give it.
     Where two clock reads explain it, their difference was divided by the repeats or not — what the
     machine's load cannot change: a total when every pair that gives it holds several matmuls and
     was not divided. Else the 8-vs-2 ratio, a total only when every try says so."""
@@ -78,21 +87,13 @@ def _real_total(ex2: LearnerModule, dev: Device) -> str | None:
         if found:
             matmuls = device_matmuls(events, dev)
             inside = [sum(1 for i in matmuls if pair.start < i < pair.stop) for pair in found]
-            if any(pair.per_repeat or count <= 1 for pair, count in zip(found, inside, strict=True)):
-                return None
-            return f"{min(inside)}"
+            mean = any(pair.per_repeat or count <= 1 for pair, count in zip(found, inside, strict=True))
+            return RealTiming(two, found[0], None if mean else f"{min(inside)}")
         eight, _ = timed(ex2, dev, REAL_N, 8)
         ratio = eight / two
         if ratio <= REAL_TOTAL_RATIO:
-            return None
-    return f"{ratio:.1f}"
-
-
-def _real_unit(ex2: LearnerModule, dev: Device) -> tuple[float, Interval | None]:
-    """On a real device: the number, and the clock reads that give it (None where none do)."""
-    seconds, events = timed(ex2, dev, REAL_N, 2)
-    interval = measured_interval(events, seconds, 2, real=True)
-    return seconds, interval if interval is not None and interval.found else None
+            return RealTiming(two, None, None)
+    return RealTiming(two, None, f"{ratio:.1f}")
 
 
 def _fail_unless_seconds(dev: Device, seconds: float, interval: Interval | None) -> None:
@@ -110,10 +111,10 @@ def test_returns_mean_not_total(ex2: LearnerModule, devices: Callable[..., list[
     for dev in devices("cuda", "mps", virtual_clock=True, smaller=SMALLER):
         with dev:
             if not dev.virtual:
-                total = _real_total(ex2, dev)
-                if total is not None:
-                    fail("ex2.total_not_mean", device=dev.label, ratio=total, repeats=2)
-                _fail_unless_seconds(dev, *_real_unit(ex2, dev))
+                real = _real_timing(ex2, dev)
+                if real.total is not None:
+                    fail("ex2.total_not_mean", device=dev.label, ratio=real.total, repeats=2)
+                _fail_unless_seconds(dev, real.seconds, real.given_by)
                 continue
             seconds, events = timed(ex2, dev, draw.matmul_n)
             expected = dev.matmul_seconds(draw.matmul_n)
