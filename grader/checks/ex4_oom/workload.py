@@ -125,9 +125,9 @@ def step(ex4: LearnerModule, dev: Device, budget: int | None, seed: int) -> tupl
             result = ex4.train_step_with_backoff(model, inputs, targets, loss_fn, optimizer)
     except LearnerRaised as raised:
         if is_oom(raised):
-            # Raised while handling an earlier one: the retry ran inside the except block.
-            fail("ex4.retry_inside_except" if names_oom(raised.handling) else "ex4.no_backoff",
-                 error=cut(raised.exc_text, 160))
+            if names_oom(raised.handling):  # raised while handling an earlier one: retried inside the except
+                fail("ex4.retry_inside_except", error=cut(raised.exc_text, 160))
+            fail("ex4.no_backoff", error=cut(raised.exc_text, 160))
         raise
     if not isinstance(result, tuple) or len(result) != 2:
         fail("ex4.backoff_not_pair", got=repr(result)[:60])
