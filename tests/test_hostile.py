@@ -114,6 +114,27 @@ def roundtrip(x, device):
     assert "size limit" in check["message"]
 
 
+@pytest.mark.skipif(probe().mode != "bwrap", reason="no bubblewrap here: the work dir is the disk's")
+@FORKED_TOO
+def test_files_that_fill_the_work_dir_hit_the_size_limit(spawn: str, tmp_path: Path,
+                                                        request: pytest.FixtureRequest) -> None:
+    """Each file under the limit, together past it (checkpoints saved one per epoch): the sandbox's work
+    dir, as large as the limit, is full ("No space left on device"), which is the same limit."""
+    writer = '''
+def roundtrip(x, device):
+    for epoch in range(4):
+        with open(f"checkpoint_{epoch}.bin", "wb") as f:
+            f.write(b"0" * 2_000_000)
+    return x * 2 + 1
+'''
+    course = course_with(tmp_path, {"file_size_mb: 256": "file_size_mb: 5"})
+    graded = _run(spawn, request)(folder_with(tmp_path / "class", "writer", {"ex3_roundtrip": writer}),
+                                  "--course", str(course))
+    check = graded.check("ex3.roundtrip_values")
+    assert check["status"] == "error"
+    assert "size limit" in check["message"], check["message"]
+
+
 @FORKED_TOO
 def test_too_many_processes(spawn: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     forker = '''

@@ -52,8 +52,10 @@ from grader.wire.signed import Writer
 CANARY = "test_canary.py::test_canary"
 PLUGIN_NAME = "grader-judge"  # grader/checks/conftest.py finds the plugin under this name
 _perf_counter = time.perf_counter
-# What the learner's code hitting the file-size limit looks like from inside its process.
-FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]")
+# What the learner's code hitting the file-size limit looks like from inside its process: one file
+# past it (EFBIG), or files together past it — the sandbox's work dir and /dev/shm are tmpfs as large
+# as the limit (grader/run/isolation.py ``view_args``), full at the limit (ENOSPC).
+FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]", "No space left on device", "[Errno 28]")
 
 
 def graded_on(devices: list[tuple[DeviceMode, str]]) -> tuple[DeviceMode, list[str]]:
