@@ -90,6 +90,30 @@ def to_numpy(t):
     assert graded.check("ex3.roundtrip_values")["status"] == "not_attempted"
 
 
+@pytest.mark.parametrize("writer", ["torch_save", "numpy_save"])
+@FORKED_TOO
+def test_any_writer_past_the_size_limit_is_the_size_limit(writer: str, spawn: str, tmp_path: Path,
+                                                         request: pytest.FixtureRequest) -> None:
+    """A writer whose error names neither limit (torch.save: "[enforce fail at inline_container.cc]
+    unexpected pos ..."; numpy's own) is told the size limit too: the learner process looks at its files
+    when the code raised, whatever the message."""
+    save = {"torch_save": 'torch.save(torch.zeros(2_000_000), "model.pt")',
+            "numpy_save": 'numpy.save("weights.npy", numpy.zeros(2_000_000, dtype=numpy.float32))'}[writer]
+    code = f"""
+import numpy, torch
+
+def roundtrip(x, device):
+    {save}
+    return x * 2 + 1
+"""
+    course = course_with(tmp_path, {"file_size_mb: 256": "file_size_mb: 5"})
+    graded = _run(spawn, request)(folder_with(tmp_path / "class", "saver", {"ex3_roundtrip": code}),
+                                  "--course", str(course))
+    check = graded.check("ex3.roundtrip_values")
+    assert check["status"] == "error"
+    assert "size limit" in check["message"], check["message"]
+
+
 def test_output_flood_is_cut(tmp_path: Path, grade: Callable[..., Graded]) -> None:
     flood = "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * 1_000_000)\n" + solution_text("ex1")
     graded = grade(folder_with(tmp_path, "flood", {"ex1_device": flood}))

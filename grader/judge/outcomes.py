@@ -31,12 +31,14 @@ class NotAttempted(Exception):
 class LearnerRaised(Exception):
     """The learner's code raised (in the learner process); ``where`` points into the learner's file."""
 
-    def __init__(self, exc_text: str, where: str, during: str, handling: str = "") -> None:
+    def __init__(self, exc_text: str, where: str, during: str, handling: str = "", *,
+                 files_full: bool = False) -> None:
         super().__init__(exc_text)
         self.exc_text = cut(exc_text, 400)  # the learner process cuts at 300: this is for one that lies
         self.where = where
         self.during = during
         self.handling = cut(handling, 200)  # raised inside an except block: the exception it was handling
+        self.files_full = files_full  # the learner's files had reached the size limit (it chooses the message only)
         self.params: dict[str, str] = {}  # "device": where it happened, when a check ran it on several
 
 

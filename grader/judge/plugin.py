@@ -54,7 +54,9 @@ PLUGIN_NAME = "grader-judge"  # grader/checks/conftest.py finds the plugin under
 _perf_counter = time.perf_counter
 # What the learner's code hitting the file-size limit looks like from inside its process: one file
 # past it (EFBIG), or files together past it — the sandbox's work dir and /dev/shm are tmpfs as large
-# as the limit (grader/run/isolation.py ``view_args``), full at the limit (ENOSPC).
+# as the limit (grader/run/isolation.py ``view_args``), full at the limit (ENOSPC). Writers that say
+# neither (torch.save: "unexpected pos ...") are caught by the learner process's look at its files
+# (``LearnerRaised.files_full``, grader/learner/calls.py ``files_full``).
 FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]", "No space left on device", "[Errno 28]")
 
 
@@ -84,7 +86,7 @@ def classify(exc: BaseException | None) -> tuple[CheckStatus, str, dict[str, str
         return "error", "learner_side_failed", {"error": cut(str(exc), 300)}
     if isinstance(exc, LearnerRaised):
         params = {"error": exc.exc_text, "where": exc.where, "during": exc.during, **exc.params}
-        if any(sign in exc.exc_text for sign in FILE_LIMIT_SIGNS):
+        if exc.files_full or any(sign in exc.exc_text for sign in FILE_LIMIT_SIGNS):
             return "error", "file_size_limit", {"where": exc.where, **exc.params}
         if NO_CUDA in exc.exc_text and not exc.params.get("device", "").startswith("cuda"):
             # torch.cuda called for an Apple GPU or the CPU: what a Mac or a CPU-only machine says to it.

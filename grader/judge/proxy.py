@@ -261,7 +261,7 @@ class LearnerProcess:
         if answer.kind == "timed_out":
             self.report(FunctionTimedOut(function))
             raise TimedOut(name)
-        raised = LearnerRaised(answer.text, answer.where, name, answer.handling)
+        raised = LearnerRaised(answer.text, answer.where, name, answer.handling, files_full=answer.files_full is True)
         if device is not None:
             raised.params["device"] = device.label
         raise raised

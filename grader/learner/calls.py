@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import resource
 import sys
 import traceback
 import types
@@ -59,6 +61,7 @@ class Outcome:
     where: str = ""
     hung: str = ""  # already_timed_out: the function that ran past its limit earlier, when not the one called
     handling: str = ""  # learner_raised while an earlier exception was being handled (its __context__)
+    files_full: bool = False  # learner_raised when the learner's files had reached the size limit (``files_full``)
 
 
 class ReachedHung(BaseException):
@@ -138,7 +141,45 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
         context = exc.__context__
         return Outcome(False, kind="learner_raised", text=described(exc, 300),
                        where=learner_location(exc, source, toplevel.filename(source)),
-                       handling=described(context, 120) if context is not None else "")
+                       handling=described(context, 120) if context is not None else "",
+                       files_full=files_full(toplevel.workdir))
+
+
+FILES_LOOKED_AT = 2000  # files_full walks no further: a learner's code that made more files is not asked about
+
+
+def files_full(workdir: str) -> bool:
+    """Whether the learner's files had reached the submission's size limit when its code raised: the
+    work dir's filesystem full (in a sandbox a tmpfs as large as the limit: grader/run/isolation.py), or a
+    file as large as the file-size limit. What a writer says then is its own (Python's "[Errno 28] No
+    space left on device", torch.save's "unexpected pos 704 vs 598", "file write failed"), so the
+    judge asks this rather than read the message (grader/judge/plugin.py ``classify``)."""
+    try:
+        if os.statvfs(workdir).f_bavail == 0:
+            return True
+        limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    except OSError:
+        return False
+    if limit == resource.RLIM_INFINITY:
+        return False
+    # Entry by entry, never a whole folder listed at once (a folder of a million files is the learner's
+    # to make), and never through a link.
+    looked = 0
+    folders = [workdir]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    looked += 1
+                    if looked > FILES_LOOKED_AT:
+                        return False
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size >= limit:
+                        return True
+        except OSError:
+            continue
+    return False
 
 
 def described(exc: BaseException, limit: int) -> str:

@@ -298,7 +298,7 @@ class Runner:
         events = level.new_events() if level is not None else ()
         if not outcome.returned:
             return Raised(outcome.kind, outcome.hung.rpartition(".")[2] or request.function, outcome.text,
-                          outcome.where, printed, events, outcome.handling)
+                          outcome.where, printed, events, outcome.handling, outcome.files_full)
         after = tuple(encode_tensor(a, self._where()) if isinstance(a, torch.Tensor) and not _built(a, level) else None
                       for a in args)
         return Returned(encode_value(outcome.value, where=self._where()), printed, after, events, measured)

@@ -225,6 +225,7 @@ class Raised:
     printed: str = ""
     events: tuple[Event, ...] = ()
     handling: str = ""  # learner_raised inside an except block: the exception it was handling, "OutOfMemoryError: ..."
+    files_full: bool = False  # learner_raised when its files had reached the size limit (any writer's message)
 
 
 @dataclass(frozen=True)
