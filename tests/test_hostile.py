@@ -149,6 +149,9 @@ def roundtrip(x, device):
         with open(f"checkpoint_{epoch}.bin", "wb") as f:
             f.write(b"0" * 2_000_000)
     return x * 2 + 1
+
+def to_numpy(t):
+    raise ValueError("my own mistake")
 '''
     course = course_with(tmp_path, {"file_size_mb: 256": "file_size_mb: 5"})
     graded = _run(spawn, request)(folder_with(tmp_path / "class", "writer", {"ex3_roundtrip": writer}),
@@ -156,6 +159,9 @@ def roundtrip(x, device):
     check = graded.check("ex3.roundtrip_values")
     assert check["status"] == "error"
     assert "size limit" in check["message"], check["message"]
+    # A later call that only raised, in the work dir the first one filled, keeps its own message.
+    later = graded.check("ex3.to_numpy_cpu")
+    assert later["status"] == "error" and "my own mistake" in later["message"], later["message"]
 
 
 @FORKED_TOO

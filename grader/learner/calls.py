@@ -127,6 +127,7 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
     func = lookup(toplevel, source, name)
     if func is None or not callable(func):
         return Outcome(False, kind="not_attempted")
+    free = free_blocks(toplevel.workdir)
     try:
         with toplevel.alarm(deadline_s), refusing(hung_codes(toplevel)):
             return Outcome(True, invoke(func))
@@ -142,24 +143,38 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
         return Outcome(False, kind="learner_raised", text=described(exc, 300),
                        where=learner_location(exc, source, toplevel.filename(source)),
                        handling=described(context, 120) if context is not None else "",
-                       files_full=files_full(toplevel.workdir))
+                       files_full=files_full(toplevel.workdir, free))
 
 
 FILES_LOOKED_AT = 2000  # files_full walks no further: a learner's code that made more files is not asked about
 
 
-def files_full(workdir: str) -> bool:
-    """Whether the learner's files had reached the submission's size limit when its code raised: the
-    work dir's filesystem full (in a sandbox a tmpfs as large as the limit: grader/run/isolation.py), or a
-    file as large as the file-size limit. What a writer says then is its own (Python's "[Errno 28] No
-    space left on device", torch.save's "unexpected pos 704 vs 598", "file write failed"), so the
-    judge asks this rather than read the message (grader/judge/plugin.py ``classify``)."""
+def free_blocks(workdir: str) -> int | None:
+    """The free blocks of the work dir's filesystem (asked before each call: ``files_full``)."""
     try:
-        if os.statvfs(workdir).f_bavail == 0:
-            return True
+        return os.statvfs(workdir).f_bavail
+    except OSError:
+        return None
+
+
+def files_full(workdir: str, free_before: int | None) -> bool:
+    """Whether the learner's code, which raised, had just filled its files to the submission's size
+    limit: it wrote during the call (the work dir's free blocks changed), and then the work dir's
+    filesystem is full (in a sandbox a tmpfs as large as the limit: grader/run/isolation.py) or a file is
+    as large as the file-size limit. What a writer says then is its own (Python's "[Errno 28] No space
+    left on device", torch.save's "unexpected pos 704 vs 598", numpy's "2000000 requested and 1310720
+    written"), so the judge asks this rather than read the message (grader/judge/plugin.py
+    ``classify``). Files filled by an earlier call are not this call's cause: a check whose call only
+    raised, after another filled the work dir, keeps its own message."""
+    try:
+        free = os.statvfs(workdir).f_bavail
         limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     except OSError:
         return False
+    if free_before is None or free == free_before:
+        return False
+    if free == 0:
+        return True
     if limit == resource.RLIM_INFINITY:
         return False
     # Entry by entry, never a whole folder listed at once (a folder of a million files is the learner's
