@@ -113,6 +113,20 @@ def roundtrip(x, device):
     assert "size limit" in check["message"], check["message"]
 
 
+def test_a_cell_that_fills_the_files_is_the_size_limit(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The top level's cells too: a demo cell whose torch.save runs past the limit stops as the size limit
+    (not "raised RuntimeError: [enforce fail ...] unexpected pos"), the definitions after it are made, and
+    the exercise loses nothing for it."""
+    code = 'import torch\ntorch.save(torch.zeros(2_000_000), "demo.pt")\n' + solution_text("ex3")
+    course = course_with(tmp_path, {"file_size_mb: 256": "file_size_mb: 5"})
+    graded = _run("batch", request)(folder_with(tmp_path / "class", "demo", {"ex3_roundtrip": code}),
+                                    "--course", str(course))
+    assert graded.report is not None
+    assert [s["kind"] for s in graded.report["top_level"]] == ["file_size"], graded.report["top_level"]
+    assert "size limit" in graded.report["top_level"][0]["message"], graded.report["top_level"]
+    assert graded.exercise("ex3")["status"] == "passed"
+
+
 def test_output_flood_is_cut(tmp_path: Path, grade: Callable[..., Graded]) -> None:
     flood = "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * 1_000_000)\n" + solution_text("ex1")
     graded = grade(folder_with(tmp_path, "flood", {"ex1_device": flood}))

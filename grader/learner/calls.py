@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import os
-import resource
 import sys
 import traceback
 import types
@@ -22,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.emulation.patching import LearnerCode
-from grader.learner.toplevel import TimeUp, TopLevel
+from grader.learner.toplevel import TimeUp, TopLevel, files_full, free_blocks
 from grader.wire.codec import cut
 from grader.wire.messages import RaisedKind, Source
 
@@ -144,57 +142,6 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
                        where=learner_location(exc, source, toplevel.filename(source)),
                        handling=described(context, 120) if context is not None else "",
                        files_full=files_full(toplevel.workdir, free))
-
-
-FILES_LOOKED_AT = 2000  # files_full walks no further: a learner's code that made more files is not asked about
-
-
-def free_blocks(workdir: str) -> int | None:
-    """The free blocks of the work dir's filesystem (asked before each call: ``files_full``)."""
-    try:
-        return os.statvfs(workdir).f_bavail
-    except OSError:
-        return None
-
-
-def files_full(workdir: str, free_before: int | None) -> bool:
-    """Whether the learner's code, which raised, had just filled its files to the submission's size
-    limit: it wrote during the call (the work dir's free blocks changed), and then the work dir's
-    filesystem is full (in a sandbox a tmpfs as large as the limit: grader/run/isolation.py) or a file is
-    as large as the file-size limit. What a writer says then is its own (Python's "[Errno 28] No space
-    left on device", torch.save's "unexpected pos 704 vs 598", numpy's "2000000 requested and 1310720
-    written"), so the judge asks this rather than read the message (grader/judge/plugin.py
-    ``classify``). Files filled by an earlier call are not this call's cause: a check whose call only
-    raised, after another filled the work dir, keeps its own message."""
-    try:
-        free = os.statvfs(workdir).f_bavail
-        limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    except OSError:
-        return False
-    if free_before is None or free == free_before:
-        return False
-    if free == 0:
-        return True
-    if limit == resource.RLIM_INFINITY:
-        return False
-    # Entry by entry, never a whole folder listed at once (a folder of a million files is the learner's
-    # to make), and never through a link.
-    looked = 0
-    folders = [workdir]
-    while folders:
-        try:
-            with os.scandir(folders.pop()) as entries:
-                for entry in entries:
-                    looked += 1
-                    if looked > FILES_LOOKED_AT:
-                        return False
-                    if entry.is_dir(follow_symlinks=False):
-                        folders.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size >= limit:
-                        return True
-        except OSError:
-            continue
-    return False
 
 
 def described(exc: BaseException, limit: int) -> str:

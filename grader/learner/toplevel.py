@@ -35,6 +35,7 @@ import importlib.machinery
 import importlib.util
 import linecache
 import os
+import resource
 import signal
 import sys
 import time
@@ -83,6 +84,58 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
         message = str(exc).strip().splitlines()
         text = type(exc).__name__ + (f": {message[0]}" if message else "")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+FILES_LOOKED_AT = 2000  # files_full walks no further: a learner's code that made more files is not asked about
+
+
+def free_blocks(workdir: str) -> int | None:
+    """The free blocks of the work dir's filesystem (asked before each call: ``files_full``)."""
+    try:
+        return os.statvfs(workdir).f_bavail
+    except OSError:
+        return None
+
+
+def files_full(workdir: str, free_before: int | None) -> bool:
+    """Whether the learner's code, which raised, had just filled its files to the submission's size
+    limit: it wrote during the call (the work dir's free blocks changed), and then the work dir's
+    filesystem is full (in a sandbox a tmpfs as large as the limit: grader/run/isolation.py) or a file is
+    as large as the file-size limit. What a writer says then is its own (Python's "[Errno 28] No space
+    left on device", torch.save's "unexpected pos 704 vs 598", numpy's "2000000 requested and 1310720
+    written"), so the judge asks this rather than read the message (grader/judge/plugin.py
+    ``classify``). Files filled by an earlier call are not this call's cause: a check whose call only
+    raised, after another filled the work dir, keeps its own message. A cell of the top level is asked
+    the same (``file_size``), a learner call by grader/learner/calls.py."""
+    try:
+        free = os.statvfs(workdir).f_bavail
+        limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    except OSError:
+        return False
+    if free_before is None or free == free_before:
+        return False
+    if free == 0:
+        return True
+    if limit == resource.RLIM_INFINITY:
+        return False
+    # Entry by entry, never a whole folder listed at once (a folder of a million files is the learner's
+    # to make), and never through a link.
+    looked = 0
+    folders = [workdir]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    looked += 1
+                    if looked > FILES_LOOKED_AT:
+                        return False
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size >= limit:
+                        return True
+        except OSError:
+            continue
+    return False
 
 
 def classify(exc: BaseException) -> StopKind:
@@ -233,6 +286,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.listener(TopLevelEvent("cell_start", source.module, index, cell.label))
         started = _monotonic()
         snapshot = dict(namespace)
+        free = free_blocks(self.workdir)
         node: ast.stmt | None = None
         try:
             with self.alarm(min(self.limits.cell_timeout_s, self.budget_left())):
@@ -241,6 +295,8 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 node = None
         except BaseException as exc:  # noqa: BLE001 - whatever the learner's cell does, the next one runs
             kind = classify(exc)
+            if kind == "error" and files_full(self.workdir, free):
+                kind = "file_size"  # whatever the writer said (torch.save: "unexpected pos ...")
             if kind == "memory":
                 _restore(namespace, snapshot)  # what the cell grabbed must not starve the checks
             later = tree.body[tree.body.index(node) + 1 :] if node is not None else []

@@ -38,7 +38,7 @@ EventKind = Literal["matmul", "op", "sync", "clock", "h2d", "d2h", "d2h_async", 
 TopLevelEventKind = Literal["importing", "imported", "cell_start", "cell_stop", "cell_end", "cell_kept"]
 # Why a cell did not run to its end (the report's top_level section explains each).
 StopKind = Literal["syntax_error", "no_gpu", "missing_module", "input", "timeout", "exit", "ended_process", "memory",
-                   "ipython", "error", "budget", "tampered"]
+                   "file_size", "ipython", "error", "budget", "tampered"]
 # Why a call did not return: the learner's code raised, the function is missing or a stub, it ran
 # past its deadline now, or in an earlier check.
 RaisedKind = Literal["learner_raised", "not_attempted", "timed_out", "already_timed_out"]
