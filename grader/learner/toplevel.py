@@ -90,7 +90,7 @@ FILES_LOOKED_AT = 2000  # files_full walks no further: a learner's code that mad
 
 
 def free_blocks(workdir: str) -> int | None:
-    """The free blocks of the work dir's filesystem (asked before each call: ``files_full``)."""
+    """The free blocks of the work dir's filesystem (asked before each call and each cell: ``files_full``)."""
     try:
         return os.statvfs(workdir).f_bavail
     except OSError:
