@@ -126,15 +126,8 @@ def explanations(events: list[Event], seconds: float, repeats: int, *, real: boo
             if events[i].source != events[j].source:
                 continue
             span = events[j].value - events[i].value
-            if span <= 0:
-                continue
-            for unit in UNITS:
-                for divisor in dict.fromkeys((repeats, 1)):
-                    if _gives(seconds, span, unit, divisor, real):
-                        inside = sum(1 for e in events[i:j] if e.kind == "matmul")
-                        interval = Interval(i, j, unit, device_clock=events[i].source.endswith(".Event"),
-                                            per_repeat=divisor > 1)
-                        candidates.append(((unit == 1.0, inside, j - i), interval))
+            if span > 0:
+                candidates += _giving(events, seconds, repeats, start=i, stop=j, span=span, real=real)
     if real:
         candidates += _step_runs(events, seconds, repeats)
     return [interval for _, interval in sorted(candidates, key=lambda candidate: candidate[0], reverse=True)]
@@ -147,7 +140,7 @@ def _step_runs(events: list[Event], seconds: float, repeats: int) -> list[tuple[
     for i in clock_reads(events):
         by_source.setdefault(events[i].source, []).append(i)
     candidates: list[tuple[tuple[bool, int, int], Interval]] = []
-    for source, reads in by_source.items():
+    for reads in by_source.values():
         if len(reads) > STEP_READS_MAX:
             continue
         for first in range(len(reads) - 3):
@@ -157,17 +150,26 @@ def _step_runs(events: list[Event], seconds: float, repeats: int) -> list[tuple[
                 if span <= 0:
                     break
                 total += span
-                if k == first:
-                    continue  # one step is a pair: explanations' own
-                for unit in UNITS:
-                    for divisor in dict.fromkeys((repeats, 1)):
-                        if _gives(seconds, total, unit, divisor, True):
-                            start, stop = reads[first], reads[k + 1]
-                            inside = sum(1 for e in events[start:stop] if e.kind == "matmul")
-                            interval = Interval(start, stop, unit, device_clock=source.endswith(".Event"),
-                                                per_repeat=divisor > 1, steps=(k - first) // 2 + 1)
-                            candidates.append(((unit == 1.0, inside, stop - start), interval))
+                if k > first:  # one step is a pair: explanations' own
+                    candidates += _giving(events, seconds, repeats, start=reads[first], stop=reads[k + 1],
+                                          span=total, real=True, steps=(k - first) // 2 + 1)
     return candidates
+
+
+def _giving(events: list[Event], seconds: float, repeats: int, *, start: int, stop: int, span: float,
+            real: bool, steps: int = 1) -> list[tuple[tuple[bool, int, int], Interval]]:
+    """The intervals from events[start] to events[stop] whose ``span`` seconds (one pair's difference, or
+    a run's summed steps), in a unit and over ``repeats`` or whole, give the returned number; each with
+    its rank (in seconds, the matmuls inside, the width)."""
+    found = []
+    for unit in UNITS:
+        for divisor in dict.fromkeys((repeats, 1)):
+            if _gives(seconds, span, unit, divisor, real):
+                inside = sum(1 for e in events[start:stop] if e.kind == "matmul")
+                interval = Interval(start, stop, unit, device_clock=events[start].source.endswith(".Event"),
+                                    per_repeat=divisor > 1, steps=steps)
+                found.append(((unit == 1.0, inside, stop - start), interval))
+    return found
 
 
 def interval_of(events: list[Event], seconds: float, dev: Device, repeats: int = REPEATS) -> Interval | None:
