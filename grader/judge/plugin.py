@@ -32,7 +32,7 @@ from grader.judge.outcomes import (
     TimedOut,
 )
 from grader.judge.proxy import LearnerGone, LearnerProcess
-from grader.reference.device import MEMORY_SIGNS, NO_CUDA
+from grader.reference.device import FILE_LIMIT_SIGNS, MEMORY_SIGNS, NO_CUDA
 from grader.wire.codec import cut
 from grader.wire.messages import (
     Canary,
@@ -52,12 +52,6 @@ from grader.wire.signed import Writer
 CANARY = "test_canary.py::test_canary"
 PLUGIN_NAME = "grader-judge"  # grader/checks/conftest.py finds the plugin under this name
 _perf_counter = time.perf_counter
-# What the learner's code hitting the file-size limit looks like from inside its process: one file
-# past it (EFBIG), or files together past it — the sandbox's work dir and /dev/shm are tmpfs as large
-# as the limit (grader/run/isolation.py ``view_args``), full at the limit (ENOSPC). Writers that say
-# neither (torch.save: "unexpected pos ...") are caught by the learner process's look at its files
-# (``LearnerRaised.files_full``, grader/learner/calls.py ``files_full``).
-FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]", "No space left on device", "[Errno 28]")
 
 
 def graded_on(devices: list[tuple[DeviceMode, str]]) -> tuple[DeviceMode, list[str]]:

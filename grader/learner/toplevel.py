@@ -47,7 +47,7 @@ from typing import Any
 
 from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
-from grader.reference.device import MEMORY_SIGNS
+from grader.reference.device import FILE_LIMIT_SIGNS, MEMORY_SIGNS
 from grader.wire.messages import Cell, CellStop, Source, StopKind, TopLevelEvent
 
 # The real clock, taken before any session replaces time.monotonic: this process's own deadlines
@@ -151,6 +151,8 @@ def classify(exc: BaseException) -> StopKind:
     if isinstance(exc, ModuleNotFoundError):
         return "missing_module"
     text = f"{type(exc).__name__}: {exc}"
+    if any(sign in text for sign in FILE_LIMIT_SIGNS):
+        return "file_size"
     if isinstance(exc, MemoryError) or any(sign in text for sign in MEMORY_SIGNS):
         return "memory"
     if any(sign in text.lower() for sign in NO_GPU_SIGNS) and not _has_accelerator():

@@ -18,6 +18,13 @@ NO_CUDA = "Torch not compiled with CUDA enabled"
 # What the learner's code running out of memory looks like, from inside its process and from the
 # judge: Python's, PyTorch's (CPU and CUDA allocators) and the C++ runtime's words for it.
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "OutOfMemoryError", "out of memory")
+# What the learner's code hitting the file-size limit looks like from inside its process: one file
+# past it (EFBIG), or files together past it — the sandbox's work dir and /dev/shm are tmpfs as large
+# as the limit (grader/run/isolation.py ``view_args``), full at the limit (ENOSPC). Writers that say
+# neither (torch.save: "unexpected pos ...") are caught by the learner process's look at its files
+# (grader/learner/toplevel.py ``files_full``). A check's call (grader/judge/plugin.py) and a top-level
+# cell (grader/learner/toplevel.py) are told the size limit by the same signs.
+FILE_LIMIT_SIGNS = ("File too large", "[Errno 27]", "No space left on device", "[Errno 28]")
 MPS_FLOAT64 = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
                "Please use float32 instead.")
 
