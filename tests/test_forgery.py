@@ -3,10 +3,12 @@
 The attacker's functions are wrong; beside them, the solution of another exercise is right. Each
 attack must leave the attacker with what its functions deserve — the checks of the attacked
 exercise as for the same functions without the attack, or failed where the attack broke the
-grader's connection — and the other exercise with its full score. The attacks run in ``grader
-grade``'s own exec'd processes (``grade``); the same functions without the attack, what an attack is
-measured against, attack nothing and are graded in this test process (tests/conftest.py
-``grade_forked``), as tests/test_forgery_measurements.py grades its honest counterparts.
+grader's connection — and the other exercise with its full score. The attacks on the processes
+(the channel's key, the judge's socket, the judge's pytest and verdicts) run in ``grader grade``'s own
+exec'd processes (``grade``), where what they reach was set up at exec; the attacks on what the
+judge reads (lying tensor subclasses, a session's events rewritten) reach the same in a forked
+learner process and are graded in this test process (tests/conftest.py ``grade_forked``), as are the
+same functions without the attack, what an attack is measured against.
 """
 
 from __future__ import annotations
@@ -167,10 +169,10 @@ def test_patched_verdicts_and_pytest_change_nothing(tmp_path: Path, grade: Calla
 
 
 def test_lying_tensor_and_array_subclasses_are_judged_by_their_values(
-        tmp_path: Path, grade: Callable[..., Graded], grade_forked: Callable[..., Graded]) -> None:
+        tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
     honest = LYING.replace(".as_subclass(Liar)", "").replace(".view(LyingArray)", "")
     deserved = _verdicts(_graded(grade_forked, tmp_path, "zeros", honest))
-    attacked = _graded(grade, tmp_path, "liar", LYING)
+    attacked = _graded(grade_forked, tmp_path, "liar", LYING)  # values the judge decodes: forked or exec'd alike
     assert _verdicts(attacked) == deserved
     for check in ("roundtrip_values", "roundtrip_keeps_dtype", "to_numpy_cpu", "to_numpy_grad_and_device"):
         assert deserved[f"ex3.{check}"] == "failed", check
@@ -208,13 +210,13 @@ def time_matmul(n, device, repeats=5):
 '''
 
 
-def test_device_events_rewritten_in_the_learner_process(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+def test_device_events_rewritten_in_the_learner_process(tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
     """Once a known hole (an xfail): the recorder hunted and every clock read marked "drained". The
     judge now holds a stand-in's events to one timeline (grader/judge/evidence.py), so the rewrite is
     seen: the check is the learner's error, noted tampering. What stays forgeable:
     tests/test_forgery_measurements.py."""
     folder = folder_with(tmp_path, "forger", {"ex2_timing": FORGES_EVENTS})
-    graded = grade(folder)
+    graded = grade_forked(folder)  # the sessions it hunts are made per check, in a forked process as in an exec'd one
     check = graded.check("ex2.synchronizes_before_reading_clock")
     assert check["status"] == "error" and "cannot be true" in check["message"], check
     assert "tampering" in graded.report["notes"]  # type: ignore[index]

@@ -139,15 +139,22 @@ def test_each_attack_in_a_batch_earns_no_more_than_deserved(name: str,
     assert "tampering" not in honest.report["notes"]
 
 
+LOOKS_AT_ITS_PROCESS = {"detects"}
+
+
 @pytest.mark.parametrize("name", ["events", "costmodel", "values", "paste", "failure_text", "infinite_peak",
                                   "detects"])
 def test_each_attack_graded_alone(name: str, tmp_path: Path, grade: Callable[..., Graded],
                                   grade_forked: Callable[..., Graded]) -> None:
-    """``grader grade`` (exec'd processes, its own seed) judges each attack as the batch does. The
-    honest counterpart it is measured against attacks nothing: it is graded with the same seed in
-    this test process (tests/conftest.py ``grade_forked``)."""
+    """``grader grade`` judges each attack as the batch does. The attacks forge what the learner
+    process measures or answers, the same in a process forked or exec'd, so ``grader grade`` runs them
+    forked from this test process's servers (tests/conftest.py ``grade_forked``); the one that looks
+    for signs of being graded (its environment, its stack) runs in exec'd processes too, where the
+    environment it reads was passed at exec rather than written in place. The honest counterpart it is
+    measured against attacks nothing: it is graded with the same seed, forked."""
     attack = BY_NAME[name]
-    attacked = grade(folder_with(tmp_path, name, _files(attack.attacked)), "--seed", str(SEED))
+    run = grade if name in LOOKS_AT_ITS_PROCESS else grade_forked
+    attacked = run(folder_with(tmp_path, name, _files(attack.attacked)), "--seed", str(SEED))
     plain = grade_forked(folder_with(tmp_path, f"{name}__plain", _files(attack.plain)), "--seed", str(SEED))
     assert attacked.code == 0 and plain.code == 0, attacked.stderr
     _judge(name, attacked, plain)
@@ -242,15 +249,15 @@ def fill_until_oom(device, chunk_mb=64):
 @pytest.mark.xfail(strict=True, reason="known hole (README, 'Security model'): GradScaler's calls are counted in the "
                                        "learner process; counters rewritten to exactly one call a step cannot be "
                                        "told from a scaler's (the losses are the same with or without one)")
-def test_gradscaler_counters_rewritten(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    graded = grade(folder_with(tmp_path, "scaler", {"ex5_amp": SCALER_FORGED}), "--seed", str(SEED))
+def test_gradscaler_counters_rewritten(tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
+    graded = grade_forked(folder_with(tmp_path, "scaler", {"ex5_amp": SCALER_FORGED}), "--seed", str(SEED))
     assert graded.check("ex5.fp16_uses_grad_scaler")["status"] != "passed"
 
 
 @pytest.mark.xfail(strict=True, reason="known hole (README, 'Security model'): a device event copied from the "
                                        "last one with only its kind changed (or, first, one at the timeline's "
                                        "start) keeps the stand-in's timeline whole")
-def test_an_event_copied_with_another_kind(tmp_path: Path, grade: Callable[..., Graded]) -> None:
-    graded = grade(folder_with(tmp_path, "cache", {"ex4_oom": EMPTY_CACHE_FORGED}), "--seed", str(SEED))
+def test_an_event_copied_with_another_kind(tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
+    graded = grade_forked(folder_with(tmp_path, "cache", {"ex4_oom": EMPTY_CACHE_FORGED}), "--seed", str(SEED))
     assert graded.check("ex4.fill_until_oom_empty_cache_after_release")["status"] != "passed"
 

@@ -198,7 +198,9 @@ def roundtrip(x, device):  # past 16 and the learner process's allowance for tor
     assert "more than 16 processes and threads" in check["message"]
 
 
-def test_patched_comparisons_and_grader_modules_do_not_help(tmp_path: Path, grade: Callable[..., Graded]) -> None:
+def test_patched_comparisons_and_grader_modules_do_not_help(tmp_path: Path,
+                                                            grade_forked: Callable[..., Graded]) -> None:
+    """What it patches lives in its own process, forked or exec'd alike: the verdicts are the judge's."""
     cheat = '''
 import torch, numpy
 import grader.checks.support.outcomes as outcomes
@@ -216,7 +218,7 @@ def roundtrip(x, device):
 def to_numpy(t):
     return numpy.zeros(1)   # wrong values
 '''
-    graded = grade(folder_with(tmp_path, "cheat", {"ex3_roundtrip": cheat}))
+    graded = grade_forked(folder_with(tmp_path, "cheat", {"ex3_roundtrip": cheat}))
     for check in ("roundtrip_values", "roundtrip_keeps_dtype", "to_numpy_cpu", "to_numpy_grad_and_device"):
         assert graded.check(f"ex3.{check}")["status"] == "failed", check
 
@@ -241,12 +243,12 @@ def test_global_state_changes_at_import_are_undone(tmp_path: Path, grade: Callab
 
 
 def test_an_exception_whose_message_cannot_be_read_is_the_learners(tmp_path: Path,
-                                                                    grade: Callable[..., Graded]) -> None:
+                                                                    grade_forked: Callable[..., Graded]) -> None:
     """A learner exception whose ``__str__`` raises was reported as the grader's own failure inside the
     learner process ("tell the instructor"); it is the learner's error, said with its type."""
     weird = ("import torch\n\n\nclass Weird(Exception):\n    def __str__(self):\n        raise ValueError('no')\n\n\n"
              "def pick_device():\n    raise Weird()\n\n\ndef describe_device(device):\n    raise Weird()\n")
-    graded = grade(folder_with(tmp_path, "weird", {"ex1_device": weird}))
+    graded = grade_forked(folder_with(tmp_path, "weird", {"ex1_device": weird}))
     check = graded.check("ex1.pick_device_returns_device")
     assert check["status"] == "error" and "Weird (its message could not be read)" in check["message"], check
     assert "grader" not in check["message"].lower(), check["message"]
