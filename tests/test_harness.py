@@ -227,14 +227,13 @@ def test_fail_under(tmp_path: Path, grade_forked: Callable[..., Graded]) -> None
     assert grade_forked(folder, "--fail-under", "20").code == 0
 
 
-def test_vietnamese_is_the_default_language(tmp_path: Path) -> None:
+def test_vietnamese_is_the_default_language(tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
+    """``grader grade`` without ``--lang`` (the command's own default, read in this test process)."""
     folder = folder_with(tmp_path, "vi", {"ex1_device": "import torch\ndef pick_device():\n    return 'cuda'\n"})
-    out = tmp_path / "r.yaml"
-    proc = run_cli("grade", str(folder), "-o", str(out))
-    assert proc.returncode == 0
-    text = out.read_text(encoding="utf-8")
-    assert "phải trả về torch.device" in text
-    assert json.dumps("lang") and "lang: vi" in text
+    graded = grade_forked(folder, lang=None)
+    assert graded.code == 0 and graded.report is not None, graded.stderr
+    assert graded.report["lang"] == "vi"
+    assert "phải trả về torch.device" in graded.check("ex1.pick_device_returns_device")["message"]
 
 
 def test_endless_loop_at_top_level_is_stopped_and_the_rest_runs(tmp_path: Path,
