@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 import yaml
 
 from grader.commands.cli import main
@@ -67,11 +66,16 @@ def _threads(share: Share) -> int:
     return int(share.env.get("OMP_NUM_THREADS", "0")) or usable_cores()
 
 
-# This test process's own torch too (the stand-in, conformance and reference tests run in it): with a
-# thread per core, each xdist worker's OpenMP threads spin-waited on the cores the other worker and the
-# gradings needed. Measured on the 2-core machine, `pytest -n 2` over test_standin, conformance and
-# test_reference: 38.2 s wall and 52.8 user CPU-s with two threads a worker, 28.9 and 35.9 with one.
-torch.set_num_threads(_threads(SHARE))
+@pytest.fixture(scope="session", autouse=True)
+def _torch_on_its_share() -> None:
+    """This test process's own torch too (the stand-in, conformance and reference tests run in it): with a
+    thread per core, each xdist worker's OpenMP threads spin-waited on the cores the other worker and the
+    gradings needed. Measured on the 2-core machine, `pytest -n 2` over test_standin, conformance and
+    test_reference: 38.2 s wall and 52.8 user CPU-s with two threads a worker, 28.9 and 35.9 with one.
+    (A fixture, not at import: xdist's controller loads this file too, and runs no test to import torch for.)"""
+    import torch  # noqa: PLC0415 - where tests run only
+
+    torch.set_num_threads(_threads(SHARE))
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from time import perf_counter
 
 import pytest
@@ -103,12 +104,16 @@ def test_threads_the_code_starts_see_the_device_as_on_a_gpu() -> None:
 
 # PyTorch's own: torch.compile imports inductor, whose torch.utils.mkldnn still uses torch.jit.script_method.
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
-def test_a_compiled_model_runs_on_each_stand_in_in_turn() -> None:
+def test_a_compiled_model_runs_on_each_stand_in_in_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``torch.compile`` in the learner's code (nanochat, timm's --torchcompile) under one stand-in, then
     another: Dynamo leaves a frame alone while a dispatch mode is on the stack, but a mode is off it
     while its own ``__torch_dispatch__`` runs, and there Dynamo compiled the stand-in itself, then
     replayed the first session's device in the second ("cuda doesn't match the current accelerator
     mps"). grader/reference/meter.py ``never_compiled`` keeps the grader's modes out of Dynamo."""
+    # Inductor writes its cache where this names, else sets it in os.environ for good: every grading
+    # this test process starts later would carry it, and the session's fork servers, keyed by their
+    # environment, would be started again for them.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     torch.manual_seed(0)
     plain = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     model = torch.compile(plain)

@@ -25,7 +25,7 @@ from grader.run.isolation import PASSED_ENV
 from grader.run.sandbox import base_env
 from grader.run.share import THREAD_VARS, WHOLE, machine_share
 from grader.wire.codec import decode, encode
-from grader.wire.messages import ForkRequest
+from grader.wire.messages import ForkRequest, Limits
 from tests.conftest import ROOT, copy_solutions
 
 
@@ -89,6 +89,29 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
             child.stdin.close()
             child.stdout.close()
     assert launcher.server_pids() == []  # closed
+
+
+def test_courses_of_two_file_sizes_share_the_judges_server_not_the_learners(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The work dir's size shapes an isolated learner server's sandbox, so each size has its own learner
+    server; a judge's server is never isolated and serves both (a second one cost a Python importing torch)."""
+    started: list[tuple[str, int]] = []
+
+    class Recorded:
+        def __init__(self, role: str, env: object, isolation: object, work_mb: int) -> None:
+            started.append((role, work_mb))
+
+        def alive(self) -> bool:
+            return True
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(launch, "ForkServer", Recorded)
+    launcher = launch.ForkLauncher()
+    for role in ("judge", "learner"):
+        for size in (5, 256, 5):
+            launcher.prepare(launch.Spawn(role, {}, "/", (), limits=Limits(file_size_mb=size)))
+    assert started == [("judge", 5), ("learner", 5), ("learner", 256)]
 
 
 def test_a_run_gets_the_judges_server_starting_before_it_waits_for_the_learners(tmp_path: Path) -> None:

@@ -408,7 +408,9 @@ class ForkLauncher:
             return None  # isolated, but this machine cannot fork isolated processes: each is exec'd
         env = {k: v for k, v in spawn.env.items() if k != TOKEN_VAR}
         work_mb = spawn.limits.file_size_mb if spawn.limits else 256
-        key = (role, tuple(sorted(env.items())), work_mb)
+        # The work dir's size shapes an isolated learner server's sandbox only: a judge's server, never
+        # isolated, serves a course of any file size (one server less where two courses' sizes differ).
+        key = (role, tuple(sorted(env.items())), work_mb if role == "learner" else 0)
         with self._lock:
             server = self._servers.get(key)
             if server is not None and server.alive():
