@@ -212,10 +212,11 @@ import torch
 
 def pick_device():
     switches = sorted(name for name in os.environ if "GRADER" in name)
-    seen = (os.environ.get("OMP_NUM_THREADS"), str(torch.get_num_threads()), switches)
-    # A torch.device only when the sandbox got its share of the cores, and no switch of the grader's
-    # beside it (its GPU share comes in its start request); a str fails the check.
-    expected = ({threads!r}, {threads!r}, {switches!r})
+    seen = (os.environ.get("OMP_NUM_THREADS"), str(torch.get_num_threads()), switches,
+            os.environ.get("OMP_WAIT_POLICY"))
+    # A torch.device only when the sandbox got its share of the cores, OpenMP's idle threads sleeping, and
+    # no switch of the grader's beside it (its GPU share comes in its start request); a str fails the check.
+    expected = ({threads!r}, {threads!r}, {switches!r}, "PASSIVE")
     return torch.device("cpu") if seen == expected else repr(seen)
 """
 
@@ -229,7 +230,8 @@ def test_workers_split_the_cores_between_sandboxes(tmp_path: Path) -> None:
     switches = ["GRADER_RUN_TOKEN"] if probe().mode == "none" else []
     (cls / "probe" / "ex1_device.py").write_text(SEES_ITS_SHARE.format(threads=threads, switches=switches),
                                                  encoding="utf-8")
-    env_free = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env_free = {k: v for k, v in os.environ.items()
+                if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")}
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(cls), "-o", str(tmp_path / "out"),
                            "--workers", "2", "--lang", "en"], capture_output=True, text=True, cwd=ROOT,
                           env={**env_free, "PYTHONPATH": str(ROOT)}, timeout=300, check=False)

@@ -23,7 +23,7 @@ from grader.grading import grade
 from grader.run import launch, reaper
 from grader.run.isolation import PASSED_ENV
 from grader.run.sandbox import base_env
-from grader.run.share import THREAD_VARS, WHOLE, machine_share
+from grader.run.share import THREAD_VARS, WHOLE, learner_waits, machine_share
 from grader.wire.codec import decode, encode
 from grader.wire.messages import ForkRequest, Limits
 from tests.conftest import ROOT, copy_solutions
@@ -89,6 +89,14 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
             child.stdin.close()
             child.stdout.close()
     assert launcher.server_pids() == []  # closed
+
+
+def test_a_learner_process_s_idle_threads_sleep_unless_the_user_chose() -> None:
+    """OpenMP's default spin-wait kept a learner process's spare threads busy between its small ops
+    (grader/run/share.py ``LEARNER_WAIT``); a policy the user set is theirs."""
+    assert learner_waits({}) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert learner_waits({"OMP_WAIT_POLICY": "ACTIVE"}) == {}
+    assert "OMP_WAIT_POLICY" in PASSED_ENV  # through the sandbox too
 
 
 def test_courses_of_two_file_sizes_share_the_judges_server_not_the_learners(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -59,7 +59,7 @@ from grader.wire.messages import MiB
 
 PACKAGE_VIEW = "/opt/grader-learner"  # where the learner's part of the grader is, read-only
 # The environment the learner process gets: these names from the grader's, and nothing else.
-PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY",
               "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYTHONHASHSEED",
               "PYTHONIOENCODING", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND",
               "PYTORCH_NVML_BASED_CUDA_CHECK")  # never a run token: a sandbox's tree finds its processes

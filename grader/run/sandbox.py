@@ -39,7 +39,7 @@ from grader.run.cgroups import RunCgroup
 from grader.run.isolation import Isolation
 from grader.run.launch import Child, ExecLauncher, Launcher, Spawn
 from grader.run.reaper import kill_everything, kill_tree, token_tasks, tree_tasks
-from grader.run.share import THREAD_VARS
+from grader.run.share import THREAD_VARS, learner_waits
 from grader.score.results import CheckOutcome, DeviceInfo
 from grader.spawn.confine import HOME, TOKEN_VAR
 from grader.wire.codec import encode
@@ -272,7 +272,8 @@ class _Runner:
         # without a sandbox has neither, and carries a token instead.
         token = secrets.token_hex(16) if self.isolation.mode == "none" and not self.isolation.cgroups else ""
         marked = {TOKEN_VAR: token} if token else {}
-        learner_env = {**base, **marked, **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
+        learner_env = {**base, **learner_waits(base), **marked,
+                       **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
         cgroup = (RunCgroup(self.isolation.cgroups, task_limit(self.limits), self.isolation.memory_cgroups,
                             self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
         cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
