@@ -107,15 +107,12 @@ def files_full(workdir: str, free_before: int | None) -> bool:
     ``classify``). Files filled by an earlier call are not this call's cause: a check whose call only
     raised, after another filled the work dir, keeps its own message. A cell of the top level is asked
     the same (``file_size``), a learner call by grader/learner/calls.py."""
-    try:
-        free = os.statvfs(workdir).f_bavail
-        limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    except OSError:
-        return False
-    if free_before is None or free == free_before:
+    free = free_blocks(workdir)
+    if free is None or free_before is None or free == free_before:
         return False
     if free == 0:
         return True
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     if limit == resource.RLIM_INFINITY:
         return False
     # Entry by entry, never a whole folder listed at once (a folder of a million files is the learner's
