@@ -180,6 +180,36 @@ def to_numpy(t):
     assert later["status"] == "error" and "my own mistake" in later["message"], later["message"]
 
 
+@pytest.mark.skipif(probe().mode != "bwrap", reason="no bubblewrap here: the work dir is the disk's")
+def test_a_call_that_writes_into_files_a_cell_filled_is_the_size_limit(tmp_path: Path,
+                                                                       request: pytest.FixtureRequest) -> None:
+    """A demo cell fills the work dir; the graded call then saves a checkpoint into it. torch.save fails at
+    once ("unexpected pos ..."), and no block changes hands (the dir was full before the call), yet the
+    call wrote a file: its check is told the size limit, not torch's words. A call that only raised there
+    keeps its own message."""
+    code = '''
+import torch
+torch.save(torch.zeros(2_000_000), "demo.pt")
+
+def roundtrip(x, device):
+    torch.save({"x": x, "weights": torch.zeros(100_000)}, "checkpoint.pt")
+    return x * 2 + 1
+
+def to_numpy(t):
+    raise ValueError("my own mistake")
+'''
+    course = course_with(tmp_path, {"file_size_mb: 256": "file_size_mb: 5"})
+    graded = _run("batch", request)(folder_with(tmp_path / "class", "saver", {"ex3_roundtrip": code}),
+                                    "--course", str(course))
+    assert graded.report is not None
+    assert [s["kind"] for s in graded.report["top_level"]] == ["file_size"], graded.report["top_level"]
+    check = graded.check("ex3.roundtrip_values")
+    assert check["status"] == "error"
+    assert "size limit" in check["message"], check["message"]
+    later = graded.check("ex3.to_numpy_cpu")
+    assert later["status"] == "error" and "my own mistake" in later["message"], later["message"]
+
+
 @FORKED_TOO
 def test_too_many_processes(spawn: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     forker = '''

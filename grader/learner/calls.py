@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.emulation.patching import LearnerCode
-from grader.learner.toplevel import TimeUp, TopLevel, files_full, free_blocks
+from grader.learner.toplevel import TimeUp, TopLevel, files_before, files_full
 from grader.wire.codec import cut
 from grader.wire.messages import RaisedKind, Source
 
@@ -125,7 +125,7 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
     func = lookup(toplevel, source, name)
     if func is None or not callable(func):
         return Outcome(False, kind="not_attempted")
-    free = free_blocks(toplevel.workdir)
+    before = files_before(toplevel.workdir)
     try:
         with toplevel.alarm(deadline_s), refusing(hung_codes(toplevel)):
             return Outcome(True, invoke(func))
@@ -141,7 +141,7 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
         return Outcome(False, kind="learner_raised", text=described(exc, 300),
                        where=learner_location(exc, source, toplevel.filename(source)),
                        handling=described(context, 120) if context is not None else "",
-                       files_full=files_full(toplevel.workdir, free))
+                       files_full=files_full(toplevel.workdir, before))
 
 
 def described(exc: BaseException, limit: int) -> str:

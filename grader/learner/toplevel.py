@@ -89,34 +89,43 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
 FILES_LOOKED_AT = 2000  # files_full walks no further: a learner's code that made more files is not asked about
 
 
+@dataclass(frozen=True)
+class FilesBefore:
+    """The learner's files before a call or a cell, as ``files_full`` compares them after: the work dir's
+    free blocks, and, when they were none (an earlier cell or call had filled it), each entry's path, inode
+    and change time — a write into a full work dir frees and takes no block, but it creates or truncates a
+    file (torch.save saving a checkpoint after a demo cell filled the files)."""
+
+    free: int | None
+    entries: frozenset[tuple[str, int, int]] = frozenset()
+
+
 def free_blocks(workdir: str) -> int | None:
-    """The free blocks of the work dir's filesystem (asked before each call and each cell: ``files_full``)."""
+    """The free blocks of the work dir's filesystem."""
     try:
         return os.statvfs(workdir).f_bavail
     except OSError:
         return None
 
 
-def files_full(workdir: str, free_before: int | None) -> bool:
-    """Whether the learner's code, which raised, had just filled its files to the submission's size
-    limit: it wrote during the call (the work dir's free blocks changed), and then the work dir's
-    filesystem is full (in a sandbox a tmpfs as large as the limit: grader/run/isolation.py) or a file is
-    as large as the file-size limit. What a writer says then is its own (Python's "[Errno 28] No space
-    left on device", torch.save's "unexpected pos 704 vs 598", numpy's "2000000 requested and 1310720
-    written"), so the judge asks this rather than read the message (grader/judge/plugin.py
-    ``classify``). Files filled by an earlier call are not this call's cause: a check whose call only
-    raised, after another filled the work dir, keeps its own message. A cell of the top level is asked
-    the same (``file_size``), a learner call by grader/learner/calls.py."""
+def files_before(workdir: str) -> FilesBefore:
+    """What ``files_full`` compares with, taken before each call and each cell."""
     free = free_blocks(workdir)
-    if free is None or free_before is None or free == free_before:
-        return False
-    if free == 0:
-        return True
-    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    if limit == resource.RLIM_INFINITY:
-        return False
-    # Entry by entry, never a whole folder listed at once (a folder of a million files is the learner's
-    # to make), and never through a link.
+    if free != 0:
+        return FilesBefore(free)
+    return FilesBefore(free, frozenset(stamp for entry in _entries(workdir) if (stamp := _stamp(entry))))
+
+
+def _stamp(entry: os.DirEntry[str]) -> tuple[str, int, int] | None:
+    try:
+        return entry.path, entry.inode(), entry.stat(follow_symlinks=False).st_ctime_ns
+    except OSError:  # gone since it was listed
+        return None
+
+
+def _entries(workdir: str) -> Iterator[os.DirEntry[str]]:
+    """The work dir's entries, folder by folder, never a whole folder listed at once (a folder of a million
+    files is the learner's to make), never through a link, and no more than FILES_LOOKED_AT of them."""
     looked = 0
     folders = [workdir]
     while folders:
@@ -125,14 +134,43 @@ def files_full(workdir: str, free_before: int | None) -> bool:
                 for entry in entries:
                     looked += 1
                     if looked > FILES_LOOKED_AT:
-                        return False
+                        return
                     if entry.is_dir(follow_symlinks=False):
                         folders.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size >= limit:
-                        return True
+                    yield entry
         except OSError:
             continue
-    return False
+
+
+def files_full(workdir: str, before: FilesBefore) -> bool:
+    """Whether the learner's code, which raised, had just filled its files to the submission's size
+    limit: it wrote during the call (the work dir's free blocks changed, or, in a work dir already full,
+    a file was made or written: ``FilesBefore``), and then the work dir's filesystem is full (in a sandbox
+    a tmpfs as large as the limit: grader/run/isolation.py) or a file is as large as the file-size limit.
+    What a writer says then is its own (Python's "[Errno 28] No space left on device", torch.save's
+    "unexpected pos 704 vs 598", numpy's "2000000 requested and 1310720 written"), so the judge asks this
+    rather than read the message (grader/judge/plugin.py ``classify``). Files filled by an earlier call
+    are not this call's cause: a check whose call only raised, after another filled the work dir, keeps
+    its own message. A cell of the top level is asked the same (``file_size``), a learner call by
+    grader/learner/calls.py."""
+    free = free_blocks(workdir)
+    if free is None or before.free is None:
+        return False
+    if free == before.free and (free != 0 or files_before(workdir) == before):
+        return False
+    if free == 0:
+        return True
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if limit == resource.RLIM_INFINITY:
+        return False
+    return any(_size(entry) >= limit for entry in _entries(workdir))
+
+
+def _size(entry: os.DirEntry[str]) -> int:
+    try:
+        return entry.stat(follow_symlinks=False).st_size if entry.is_file(follow_symlinks=False) else -1
+    except OSError:  # gone since it was listed
+        return -1
 
 
 def classify(exc: BaseException) -> StopKind:
@@ -285,7 +323,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.listener(TopLevelEvent("cell_start", source.module, index, cell.label))
         started = _monotonic()
         snapshot = dict(namespace)
-        free = free_blocks(self.workdir)
+        before = files_before(self.workdir)
         node: ast.stmt | None = None
         try:
             with self.alarm(min(self.limits.cell_timeout_s, self.budget_left())):
@@ -294,7 +332,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 node = None
         except BaseException as exc:  # noqa: BLE001 - whatever the learner's cell does, the next one runs
             kind = classify(exc)
-            if kind == "error" and files_full(self.workdir, free):
+            if kind == "error" and files_full(self.workdir, before):
                 kind = "file_size"  # whatever the writer said (torch.save: "unexpected pos ...")
             if kind == "memory":
                 _restore(namespace, snapshot)  # what the cell grabbed must not starve the checks
