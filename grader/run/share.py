@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 # Read by torch (and the BLAS under it) when a sandboxed child starts: its intra-op threads.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -13,7 +14,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # kept its workers busy all along — on 2 cores the second thread spun 0.60-0.75 CPU-s beside 0.7 s of the
 # learner's own work. Passive waiting sleeps instead: `grader grade solutions` (a learner on every core)
 # 4.4-4.6 -> 3.7-3.8 CPU-s, its wall 2.8-3.0 -> 2.8 s, three gradings each (--isolation none).
-LEARNER_WAIT = {"OMP_WAIT_POLICY": "PASSIVE"}
+LEARNER_WAIT: Mapping[str, str] = MappingProxyType({"OMP_WAIT_POLICY": "PASSIVE"})
 
 
 @dataclass(frozen=True)
