@@ -186,11 +186,16 @@ def test_a_call_that_writes_into_files_a_cell_filled_is_the_size_limit(tmp_path:
     """A demo cell fills the work dir; the graded call then saves a checkpoint into it. torch.save fails at
     once ("unexpected pos ..."), and no block changes hands (the dir was full before the call), yet the
     call wrote a file: its check is told the size limit, not torch's words. A call that only raised there
-    keeps its own message."""
+    keeps its own message. A later cell that saves into them is the size limit too."""
     code = '''
+# %%
 import torch
 torch.save(torch.zeros(2_000_000), "demo.pt")
 
+# %%
+torch.save({"demo": torch.zeros(100_000)}, "demo_again.pt")
+
+# %%
 def roundtrip(x, device):
     torch.save({"x": x, "weights": torch.zeros(100_000)}, "checkpoint.pt")
     return x * 2 + 1
@@ -202,7 +207,7 @@ def to_numpy(t):
     graded = _run("batch", request)(folder_with(tmp_path / "class", "saver", {"ex3_roundtrip": code}),
                                     "--course", str(course))
     assert graded.report is not None
-    assert [s["kind"] for s in graded.report["top_level"]] == ["file_size"], graded.report["top_level"]
+    assert [s["kind"] for s in graded.report["top_level"]] == ["file_size", "file_size"], graded.report["top_level"]
     check = graded.check("ex3.roundtrip_values")
     assert check["status"] == "error"
     assert "size limit" in check["message"], check["message"]
