@@ -324,6 +324,26 @@ def test_a_demo_cell_cut_inside_pytorch_costs_the_training_function_nothing(tmp_
     assert ex5["score"] == ex5["max_score"] == 20.0, [(c["id"], c["status"], c["message"]) for c in ex5["checks"]]
 
 
+def test_a_cell_its_process_cannot_stop_ends_that_process_and_the_report_prints_each_cell_once(
+        tmp_path: Path, grade_forked: Any) -> None:
+    """A cell the learner process cannot stop itself (stuck in C code, as the lesson's 10000 x 10000 matmul
+    on a CPU; here the alarm ignored) ends with its process, at its limit and a grace. The next process
+    skips it and runs the other cells again without printing what the first one printed: the report's
+    output reads as one "Run all", the cells after the stuck one print once too."""
+    code = ("# %%\nprint('printed by the first cell')\n\n"
+            "# %%\nimport signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ntime.sleep(120)\n\n"
+            "# %%\nprint('printed after the stuck cell')\n\n# %%\n" + solution_text("ex1"))
+    course = course_with(tmp_path, {"cell_timeout_s: 10": "cell_timeout_s: 1"})
+    graded = grade_forked(folder_with(tmp_path, "stuck_cell", {"ex1_device": code}), "--course", str(course))
+    report = graded.report
+    assert graded.code == 0 and report is not None, graded.stderr
+    assert [stop["kind"] for stop in report["top_level"]] == ["timeout"], report["top_level"]
+    assert report["exercises"]["ex1"]["status"] == "passed"
+    output = report["output"]
+    assert output.count("printed by the first cell") == 1, output
+    assert output.count("printed after the stuck cell") == 1, output
+
+
 def test_a_wall_clock_that_runs_out_in_an_endless_top_level_leaves_what_it_never_named_not_attempted(
         tmp_path: Path, grade_forked: Any) -> None:
     """The run's wall clock (here 2 s, shorter than the cell's own 10 s limit) runs out while the

@@ -70,6 +70,9 @@ class TopLevelLimits:
     cell_timeout_s: float = 10.0
     budget_s: float = 60.0  # what is left of top_level_timeout_s
     skip: frozenset[tuple[str, int]] = frozenset()  # cells an earlier process could not finish
+    # Cells an earlier process ran: what they print is in the report already, so they run again without
+    # printing (a notebook's output reads as one "Run all", not its first cells twice after a restart).
+    shown: frozenset[tuple[str, int]] = frozenset()
 
 
 class TimeUp(BaseException):
@@ -171,6 +174,17 @@ def _size(entry: os.DirEntry[str]) -> int:
         return entry.stat(follow_symlinks=False).st_size if entry.is_file(follow_symlinks=False) else -1
     except OSError:  # gone since it was listed
         return -1
+
+
+@contextlib.contextmanager
+def _unprinted(quiet: bool) -> Iterator[None]:
+    """Where a cell an earlier learner process ran prints (``TopLevelLimits.shown``): nowhere."""
+    if not quiet:
+        yield
+        return
+    with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink), \
+            contextlib.redirect_stderr(sink):
+        yield
 
 
 def classify(exc: BaseException) -> StopKind:
@@ -326,7 +340,8 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         before = files_before(self.workdir)
         node: ast.stmt | None = None
         try:
-            with self.alarm(min(self.limits.cell_timeout_s, self.budget_left())):
+            with self.alarm(min(self.limits.cell_timeout_s, self.budget_left())), \
+                    _unprinted((source.module, index) in self.limits.shown):
                 for node in tree.body:
                     exec(compile(ast.Module([node], []), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
                 node = None

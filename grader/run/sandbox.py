@@ -223,6 +223,7 @@ class _Runner:
         self.grader_error: GraderFailure | None = None
         self.stops: dict[tuple[str, int], CellStop] = {}  # the first report of each cell wins
         self.skip: set[tuple[str, int]] = set()  # cells that ended a run: later runs skip them
+        self.shown: set[tuple[str, int]] = set()  # cells a run started: later runs do not print them again
         self.top_level_spent = 0.0
         self.timed_out: set[str] = set()  # learner functions that ran past a check's limit
 
@@ -237,7 +238,7 @@ class _Runner:
         wanted = {c.exercise for c in pending}
         return Start({ex: s for ex, s in self.sources.items() if ex in wanted}, self.learner_workdir(),
                      self.limits.cell_timeout_s, max(self.limits.top_level_timeout_s - self.top_level_spent, 0.0),
-                     tuple(sorted(self.skip)), tuple(sorted(self.timed_out)))
+                     tuple(sorted(self.skip)), tuple(sorted(self.timed_out)), tuple(sorted(self.shown)))
 
     def run(self) -> SandboxRun:
         while self.pending():
@@ -400,6 +401,7 @@ class _Runner:
             message = self.limited(pair, message)
             if isinstance(message, TopLevelEvent) and message.event == "cell_start":
                 pair.cell_started.append(time.monotonic())
+                self.shown.add((message.module, message.index))
             elif isinstance(message, TopLevelEvent) and message.event == "cell_end" and pair.cell_started:
                 self.top_level_spent += time.monotonic() - pair.cell_started.pop()
             if isinstance(message, DeviceFound) and self.clock_started is None:

@@ -259,6 +259,7 @@ class Start:
     budget_s: float
     skip: tuple[tuple[str, int], ...] = ()  # cells an earlier learner process could not finish
     timed_out: tuple[str, ...] = ()  # functions ("ex2_timing.time_matmul") that ran past a limit before
+    shown: tuple[tuple[str, int], ...] = ()  # cells an earlier learner process ran: their output is in the report
 
 
 @dataclass(frozen=True)
