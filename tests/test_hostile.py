@@ -315,7 +315,10 @@ def test_cpu_time_limit(tmp_path: Path, grade: Callable[..., Graded]) -> None:
     assert "CPU time" in check["message"]
 
 
-FORK_PROBE = "import sys\nprint('forked:', sys.modules['__main__'].__spec__.name == 'grader.spawn.forkserver')\n"
+# Written to the process's stdout itself: a run after the first runs the top level again without printing
+# what the first printed (Python's own streams; grader/learner/toplevel.py ``TopLevelLimits.shown``).
+FORK_PROBE = ("import os, sys\nos.write(1, f\"forked: {sys.modules['__main__'].__spec__.name == "
+              "'grader.spawn.forkserver'}\\n\".encode())\n")
 
 
 # Its roundtrip checks pass; a call of its to_numpy ends the run it is in, and the grader starts another for the rest.
