@@ -11,7 +11,8 @@ matplotlib or a forgotten scratch cell never costs the functions their grade.
 Two limits (course.yaml `limits`): each cell gets `cell_timeout_s`, the whole top level
 `top_level_timeout_s`; past the latter, cells only make their definitions. A cell stuck in C
 code (one huge matmul) cannot be interrupted here: the parent kills the process at the cell's
-deadline, records it, and the next process skips that cell (``skip``). A limit that lands inside
+deadline, records it, and the next process skips that cell (``skip``) and runs the cells an earlier
+process ran without printing them again (``shown``). A limit that lands inside
 an import waits until the import is done (the parent's deadline still bounds it): a package cut
 halfway stays broken for the whole process. Measured when the first `optimizer.step()` of a
 process imported torch._dynamo and sympy (~1 s on 2 idle cores, several under load; now only code
