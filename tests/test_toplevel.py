@@ -7,6 +7,7 @@ test; the catalog of real notebooks (tests/test_notebook_catalog.py) grades them
 from __future__ import annotations
 
 import os
+import resource
 import sys
 import time
 from collections.abc import Iterator
@@ -98,6 +99,28 @@ def test_a_cell_past_its_limit_is_stopped_and_the_budget_then_allows_definitions
     assert [(label, kind) for label, kind, _ in heard.stops()] == [("In [1]", "timeout"), ("In [2]", "timeout"),
                                                                    ("In [3]", "budget")]
     assert module.defined_anyway() == 3
+
+
+def test_cells_an_earlier_process_ran_print_nowhere_even_with_no_descriptor_left(
+        run: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    """A learner process that replaces one runs the cells an earlier one ran without printing them
+    (``TopLevelLimits.shown``): into /dev/null, or, where the learner's code used up its descriptors so
+    that /dev/null cannot be opened, into a stream that keeps nothing — never an error of the cell's."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cells = ["print('first run only')",
+             "import resource\n_, most = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+             "resource.setrlimit(resource.RLIMIT_NOFILE, (0, most))",  # no descriptor left: /dev/null cannot open
+             "print('first run only, again')",
+             "print('a cell no run printed')"]
+    shown = frozenset({("submission", 0), ("submission", 1), ("submission", 2)})  # the notebook's module
+    try:
+        _, heard = run(cells, TopLevelLimits(shown=shown))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert heard.stops() == []
+    printed = capfd.readouterr()
+    assert "first run only" not in printed.out + printed.err, printed
+    assert "a cell no run printed" in printed.out
 
 
 def test_except_exception_does_not_swallow_the_limit(run: Any) -> None:

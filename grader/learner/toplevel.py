@@ -34,6 +34,7 @@ import gc
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import io
 import linecache
 import os
 import resource
@@ -44,7 +45,7 @@ import types
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
@@ -179,13 +180,26 @@ def _size(entry: os.DirEntry[str]) -> int:
 
 @contextlib.contextmanager
 def _unprinted(quiet: bool) -> Iterator[None]:
-    """Where a cell an earlier learner process ran prints (``TopLevelLimits.shown``): nowhere."""
+    """Where a cell an earlier learner process ran prints (``TopLevelLimits.shown``): /dev/null, a file as
+    a cell's code may expect (``sys.stdout.fileno()``), or, where that code left no descriptor to open it
+    (it ran out of them the first time too), a stream that keeps nothing: never an error of the cell's."""
     if not quiet:
         yield
         return
-    with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink), \
-            contextlib.redirect_stderr(sink):
+    try:
+        sink: IO[str] = open(os.devnull, "w", encoding="utf-8")
+    except OSError:
+        sink = io.TextIOWrapper(io.BufferedWriter(_Nowhere()), encoding="utf-8")
+    with sink, contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         yield
+
+
+class _Nowhere(io.RawIOBase):
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return memoryview(data).nbytes
 
 
 def classify(exc: BaseException) -> StopKind:
