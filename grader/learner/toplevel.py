@@ -116,9 +116,12 @@ def free_blocks(workdir: str) -> int | None:
 def files_before(workdir: str) -> FilesBefore:
     """What ``files_full`` compares with, taken before each call and each cell."""
     free = free_blocks(workdir)
-    if free != 0:
-        return FilesBefore(free)
-    return FilesBefore(free, frozenset(stamp for entry in _entries(workdir) if (stamp := _stamp(entry))))
+    return FilesBefore(free, _stamps(workdir) if free == 0 else frozenset())
+
+
+def _stamps(workdir: str) -> frozenset[tuple[str, int, int]]:
+    """Each entry of the work dir as (path, inode, change time): what a write into a full dir changes."""
+    return frozenset(stamp for entry in _entries(workdir) if (stamp := _stamp(entry)))
 
 
 def _stamp(entry: os.DirEntry[str]) -> tuple[str, int, int] | None:
@@ -161,7 +164,7 @@ def files_full(workdir: str, before: FilesBefore) -> bool:
     free = free_blocks(workdir)
     if free is None or before.free is None:
         return False
-    if free == before.free and (free != 0 or files_before(workdir) == before):
+    if free == before.free and (free != 0 or _stamps(workdir) == before.entries):
         return False
     if free == 0:
         return True
