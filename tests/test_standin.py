@@ -9,7 +9,9 @@ default device; and what differs on an Apple GPU (no float64, its own out-of-mem
 from __future__ import annotations
 
 import importlib.util
+import io
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -119,6 +121,72 @@ def test_pinned_memory_and_non_blocking_uploads() -> None:
         assert torch.zeros(2, pin_memory=True).is_pinned()
         up = pinned.to("cuda", non_blocking=True)
         assert up.is_cuda and (up * 2).cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_checkpoints_save_and_load_across_devices_as_on_the_device(kind: str, tmp_path: Path) -> None:
+    """The lesson's checkpoint section and PyTorch's "Saving and loading models across devices"
+    tutorial, on each stand-in. Before grader/emulation/storages.py, every ``map_location`` onto the
+    device raised "Storage device not recognized", and a device tensor saved and loaded back came back
+    on the CPU (``torch.save`` tagged its storage "cpu")."""
+    with StandIn(kind) as s:  # type: ignore[arg-type]
+        device = s.device
+        model = nn.Linear(3, 2).to(device)
+        torch.save(model.state_dict(), tmp_path / "on_device.pt")  # save on GPU
+        torch.save(nn.Linear(3, 2).state_dict(), tmp_path / "on_cpu.pt")  # save on CPU
+        loaded = {
+            "save on GPU, load on GPU": torch.load(tmp_path / "on_device.pt"),
+            "save on CPU, load on GPU (string)": torch.load(tmp_path / "on_cpu.pt", map_location=f"{kind}:0"),
+            "save on CPU, load on GPU (device)": torch.load(tmp_path / "on_cpu.pt", map_location=device),
+            "weights_only, mmap": torch.load(tmp_path / "on_cpu.pt", map_location=kind, weights_only=True, mmap=True),
+        }
+        for how, state in loaded.items():
+            assert state["weight"].device == torch.device(kind, 0), how
+            copy = nn.Linear(3, 2).to(device)
+            copy.load_state_dict(state)
+            assert copy(torch.ones(1, 3, device=device)).device.type == kind, how  # no mixing error
+        back = torch.load(tmp_path / "on_device.pt")["weight"]
+        assert torch.equal(back.cpu(), model.weight.detach().cpu())
+        on_cpu = torch.load(tmp_path / "on_device.pt", map_location="cpu")["weight"]  # the lesson's portable load
+        assert on_cpu.device.type == "cpu" and on_cpu.untyped_storage().device.type == "cpu"
+        # a checkpoint in memory (a back-off's snapshot of its model); Lightning's restore keeps the CPU's
+        buffer = io.BytesIO()
+        torch.save({"w": torch.arange(4.0, device=device)}, buffer)
+        for where, expected in ((None, kind), (device, kind), (lambda storage, location: storage, "cpu")):
+            buffer.seek(0)
+            assert torch.load(buffer, map_location=where)["w"].device.type == expected, where
+        # the storage layer itself
+        storage = torch.ones(2, device=device).untyped_storage()
+        assert storage.device == torch.device(kind, 0) and storage.is_cuda == (kind == "cuda")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "TypedStorage is deprecated", once a process
+            assert torch.ones(2, device=device).storage().device.type == kind
+        assert torch.ones(2).untyped_storage().device.type == "cpu"
+        assert torch.UntypedStorage(8, device=kind).device.type == kind
+        assert storage.cpu().device.type == "cpu" and storage.clone().device.type == kind
+        assert getattr(torch.ones(2).untyped_storage(), kind)().device.type == kind
+        assert torch.UntypedStorage(8, device="meta").device.type == "meta"
+    assert torch.ones(2).untyped_storage().device.type == "cpu"  # put back when the session ends
+    with pytest.raises(RuntimeError, match="not recognized"):
+        torch.UntypedStorage(8, device=kind)
+
+
+def test_a_load_onto_the_device_is_an_upload_that_counts_toward_its_memory() -> None:
+    """What torch.load puts on the device is an allocation there (the budget's out-of-memory
+    included) and a copy from the host, as on a GPU."""
+    buffer = io.BytesIO()
+    torch.save(torch.zeros(256, 1024), buffer)  # 1 MiB
+    with StandIn("cuda", budget_bytes=3 * 1024 * 1024) as s:
+        before = torch.cuda.memory_allocated()
+        buffer.seek(0)
+        held = [torch.load(buffer, map_location="cuda")]
+        assert torch.cuda.memory_allocated() - before == 1024 * 1024
+        assert "h2d" in [e.kind for e in s.events]
+        with pytest.raises(torch.OutOfMemoryError):
+            for _ in range(4):
+                buffer.seek(0)
+                held.append(torch.load(buffer, map_location="cuda"))
+        del held
 
 
 def test_the_default_device() -> None:

@@ -20,6 +20,8 @@ where PyTorch itself defines a device's semantics, not from the Python names cod
 * **the device's C layer** (grader/emulation/runtime.py): what ``torch._C`` answers on a
   single-GPU machine (or a Mac), so that ``torch.cuda``, ``torch.mps`` and ``torch.accelerator``
   are PyTorch's own Python, whole.
+* **storages** (grader/emulation/storages.py): a device tensor's storage says it is on the device,
+  and storages made there (``torch.load(map_location="cuda")``, ``storage.cuda()``) are the device's.
 * **autocast** (grader/emulation/autocast.py): the emulated device's autocast policy.
 * **the clocks** (grader/emulation/clocks.py): with ``virtual_clock=True`` every clock of the
   standard library reads the virtual timeline, deterministically, however loaded the machine is.
@@ -51,6 +53,7 @@ from grader.emulation.autocast import DeviceAutocast
 from grader.emulation.clocks import VirtualClocks, held_as_default
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patched
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
+from grader.emulation.storages import device_storages
 from grader.emulation.surface import Surface
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
 from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, tensors
@@ -189,6 +192,11 @@ class StandIn:
 
     def on_device(self, t: torch.Tensor) -> bool:
         return self.where(t) == "device"
+
+    def holds(self, storage: torch.UntypedStorage) -> bool:
+        """Whether ``storage`` is one of the device's (a device tensor's)."""
+        stored = self._storages.alive(int(storage._cdata))
+        return stored is not None and stored.counted
 
     def device_of(self, t: torch.Tensor) -> str:
         """The device type a tensor reports (what crosses to the judge)."""
@@ -492,6 +500,7 @@ class StandIn:
             if self.virtual_clock:
                 self._clocks()
             self._stack.enter_context(DeviceAutocast(self.kind, self.on_device).active())
+            self._stack.enter_context(device_storages(self))
             saved = _default_device_context()
             self._stack.enter_context(Surface(self))
             # Closed before the surface's mode is popped: see _restore_default_device.
