@@ -171,6 +171,42 @@ def test_checkpoints_save_and_load_across_devices_as_on_the_device(kind: str, tm
         torch.UntypedStorage(8, device=kind)
 
 
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_a_generator_belongs_to_a_device_as_pytorch_checks_it(kind: str) -> None:
+    """``torch.Generator(device="cuda")`` (diffusers' seeded sampling) is refused by a CPU build, and
+    PyTorch's C++ checks a generator's device against the op's: the error public projects meet
+    ("Expected a 'cuda' device type for generator but found 'cpu'": a DataLoader's shuffle under
+    ``torch.set_default_device("cuda")``, pytorch/pytorch#58545; ``random_split`` given a GPU
+    generator, hcnoh/knowledge-tracing-collection-pytorch#1). Both held on each stand-in (before:
+    the first raised, the second passed silently: the stand-in's device ops are CPU ops)."""
+    with StandIn(kind) as s:  # type: ignore[arg-type]
+        device = s.device
+        seeded = torch.Generator(device=device).manual_seed(7)
+        assert isinstance(seeded, torch.Generator) and seeded.device == torch.device(kind, 0)
+        first = torch.randn(2, 3, generator=seeded, device=device)
+        again = torch.randn(2, 3, generator=torch.Generator(device=kind).manual_seed(7), device=device)
+        assert first.device.type == kind and torch.equal(first.cpu(), again.cpu())
+        assert torch.empty(4, device=device).uniform_(generator=seeded).device.type == kind
+        assert torch.Generator().device.type == "cpu" and torch.randperm(4, generator=torch.Generator()).is_cpu
+        with pytest.raises(RuntimeError, match=f"Expected a '{kind}' device type for generator but found 'cpu'"):
+            torch.randn(3, generator=torch.Generator(), device=device)
+        with pytest.raises(RuntimeError, match=f"Expected a 'cpu' device type for generator but found '{kind}'"):
+            torch.randperm(5, generator=seeded)
+        with pytest.raises(RuntimeError, match=f"Expected a 'cpu' device type for generator but found '{kind}'"):
+            torch.utils.data.random_split(range(10), [5, 5], generator=seeded)
+        torch.set_default_device(device)
+        try:
+            loader = torch.utils.data.DataLoader(torch.arange(8.0), batch_size=4, shuffle=True)
+            with pytest.raises(RuntimeError, match=f"Expected a '{kind}' device type for generator but found 'cpu'"):
+                next(iter(loader))
+        finally:
+            torch.set_default_device(None)
+        if kind == "cuda":  # the default generator is the device's, as torch.cuda.manual_seed seeds it
+            assert torch.cuda.default_generators[0].device == torch.device("cuda", 0)
+            assert torch.rand(2, device=device, generator=torch.cuda.default_generators[0]).is_cuda
+    assert torch.Generator is torch._C.Generator  # put back when the session ends
+
+
 def test_a_load_onto_the_device_is_an_upload_that_counts_toward_its_memory() -> None:
     """What torch.load puts on the device is an allocation there (the budget's out-of-memory
     included) and a copy from the host, as on a GPU."""

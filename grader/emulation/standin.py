@@ -20,6 +20,8 @@ where PyTorch itself defines a device's semantics, not from the Python names cod
 * **the device's C layer** (grader/emulation/runtime.py): what ``torch._C`` answers on a
   single-GPU machine (or a Mac), so that ``torch.cuda``, ``torch.mps`` and ``torch.accelerator``
   are PyTorch's own Python, whole.
+* **generators** (grader/emulation/generators.py): ``torch.Generator(device="cuda")``, and PyTorch's
+  error for a generator handed to an op on the other device.
 * **storages** (grader/emulation/storages.py): a device tensor's storage says it is on the device,
   and storages made there (``torch.load(map_location="cuda")``, ``storage.cuda()``) are the device's.
 * **autocast** (grader/emulation/autocast.py): the emulated device's autocast policy.
@@ -51,6 +53,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from grader.emulation import ops
 from grader.emulation.autocast import DeviceAutocast
 from grader.emulation.clocks import VirtualClocks, held_as_default
+from grader.emulation.generators import DeviceGenerator, generator_type_for
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patched
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.storages import device_storages
@@ -161,7 +164,8 @@ class StandIn:
         self.untyped_oom = kind == "mps" and not typed_oom
         self.virtual_clock = virtual_clock
         self.code = code
-        self.generator = torch.Generator()  # the device's own, seeded as CUDA's default generator is
+        # the device's own, seeded as CUDA's default generator is
+        self.generator: torch.Generator = DeviceGenerator(self.index0)
         self._thread = _PerThread()  # each thread's own torch-function calls (``contexts``)
         self.capture: list[tuple[Any, Any, Any, Any]] | None = None  # a CUDA graph being captured
         self.peak = 0
@@ -281,6 +285,15 @@ class StandIn:
         if dev.type == "cuda":
             raise AssertionError(NO_CUDA)
         raise RuntimeError(f"PyTorch is not linked with support for {dev.type} devices")
+
+    def names(self, device: Any) -> bool:
+        """Whether ``device`` (a torch.device or its spelling) is this stand-in — False for what is
+        not a device at all, PyTorch's error for an index it does not have (``target``)."""
+        try:
+            dev = device if isinstance(device, torch.device) else torch.device(device)
+        except (RuntimeError, TypeError):
+            return False
+        return dev.type == self.kind and self.target(dev)
 
     def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """One aten op, as the emulated machine runs it."""
@@ -493,7 +506,8 @@ class StandIn:
     def __enter__(self) -> StandIn:
         try:
             self._stack.enter_context(CudaRuntime(self) if self.kind == "cuda" else MpsRuntime(self))
-            replacements: dict[Target, object] = {(torch, "device"): device_type_for(self.kind)}
+            replacements: dict[Target, object] = {(torch, "device"): device_type_for(self.kind),
+                                                  (torch, "Generator"): generator_type_for(self)}
             if self.kind == "mps" and torch.cuda.is_available():
                 replacements.update(cpu_build_cuda_patches())  # torch.cuda as a Mac has it, on a CUDA machine too
             self._stack.enter_context(patched(replacements, self.code))

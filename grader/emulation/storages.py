@@ -53,7 +53,7 @@ class Holder(Protocol):
 
     def holds(self, storage: torch.UntypedStorage) -> bool: ...
 
-    def target(self, device: Any) -> bool: ...
+    def names(self, device: Any) -> bool: ...
 
 
 @contextlib.contextmanager
@@ -67,8 +67,7 @@ def device_storages(holder: Holder) -> Iterator[None]:
 
     def new(cls: type, *args: Any, **kwargs: Any) -> Any:
         wanted = kwargs.get("device")
-        if wanted is not None and _is_kind(wanted, holder.kind) and holder.target(wanted) \
-                and set(kwargs) == {"device"} and len(args) <= 1:
+        if wanted is not None and set(kwargs) == {"device"} and len(args) <= 1 and holder.names(wanted):
             return _made_on(holder.device, args[0] if args else 0)
         return _REAL_NEW(cls, *args, **kwargs)
 
@@ -82,14 +81,6 @@ def device_storages(holder: Holder) -> Iterator[None]:
                 delattr(_STORAGE, name)
             else:
                 setattr(_STORAGE, name, value)
-
-
-def _is_kind(device: Any, kind: str) -> bool:
-    """Whether ``device`` (a torch.device or its spelling) is of the stand-in's kind."""
-    try:
-        return torch.device(device).type == kind
-    except (RuntimeError, TypeError):
-        return False
 
 
 def _made_on(device: torch.device, size_or_data: int | Sequence[int]) -> torch.UntypedStorage:

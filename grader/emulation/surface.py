@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import torch
 from torch.overrides import TorchFunctionMode
 
+from grader.emulation.generators import generator_mismatch
 from grader.reference.device import NO_CUDA
 from grader.reference.meter import tensors
 
@@ -69,6 +70,8 @@ class Placed(Protocol):
 
     def target(self, device: Any) -> bool: ...
 
+    def names(self, device: Any) -> bool: ...
+
     def synchronize(self) -> None: ...
 
 
@@ -97,6 +100,8 @@ class Surface(TorchFunctionMode):
                 kwargs = {**kwargs, "device": default}  # torch.set_default_device(kind), whatever its place
         if "device" in kwargs:
             kwargs = {**kwargs, "device": self._norm(kwargs["device"])}
+        if kwargs.get("generator") is not None:
+            self._check_generator(args, kwargs)
         if func in DATA_CONSTRUCTORS:
             return self._construct(func, args, kwargs)
         if func is torch.Tensor.to:
@@ -128,6 +133,20 @@ class Surface(TorchFunctionMode):
             return func(*args, **kwargs)
         finally:
             s.contexts.pop()
+
+    def _check_generator(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A generator of one device handed to an op on the other raises as PyTorch's C++ does
+        (grader/emulation/generators.py): the op is on the device it is asked for, else on its
+        first tensor's."""
+        device = kwargs.get("device")
+        if device is not None:
+            on_device = self.s.names(device)
+        else:
+            first = next(iter(tensors((args, kwargs))), None)
+            on_device = first is not None and self.s.on_device(first)
+        error = generator_mismatch(kwargs["generator"], on_device, self.s.kind)
+        if error is not None:
+            raise error
 
     def _attribute(self, func: Any, args: tuple[Any, ...]) -> Any:
         prop = getattr(getattr(func, "__self__", None), "__name__", "")
