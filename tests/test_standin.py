@@ -207,6 +207,34 @@ def test_a_generator_belongs_to_a_device_as_pytorch_checks_it(kind: str) -> None
     assert torch.Generator is torch._C.Generator  # put back when the session ends
 
 
+@pytest.mark.parametrize("budget", [None, 64 * 1024 * 1024])
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_an_allocation_the_host_cannot_make_is_the_devices_out_of_memory(kind: str, budget: int | None) -> None:
+    """One device allocation larger than this machine's memory (4 TB): the CPU allocator refused it
+    in its own words ("DefaultCPUAllocator: can't allocate memory"), a RuntimeError that
+    ``except torch.OutOfMemoryError`` does not catch, before the stand-in's budget was ever asked.
+    A GPU says it is out of memory; so does its stand-in now, whatever its budget."""
+    with StandIn(kind, budget_bytes=budget) as s:  # type: ignore[arg-type]
+        expected = torch.OutOfMemoryError if kind == "cuda" else RuntimeError
+        with pytest.raises(expected, match="out of memory") as caught:
+            torch.empty(10**12, device=s.device)
+        assert "can't allocate memory" not in str(caught.value)
+        if kind == "cuda":
+            assert isinstance(caught.value, torch.cuda.OutOfMemoryError)
+        assert s.ooms == 1
+        assert torch.ones(4, device=s.device).sum().item() == 4.0  # and the device goes on
+    with pytest.raises(RuntimeError, match="can't allocate memory"):  # the CPU's own words off the device
+        torch.empty(10**12)
+
+
+def test_cudnn_is_there_on_the_cuda_stand_in() -> None:
+    """``torch.backends.cudnn.version()`` (in many "check your GPU" cells) read the module's own
+    ``_init``, which the stand-in had set on the wrapper module around it: None on the stand-in GPU."""
+    with StandIn("cuda"):
+        assert isinstance(torch.backends.cudnn.version(), int) and torch.backends.cudnn.is_available()
+    assert torch.backends.cudnn.version() is None  # this CPU build's, once the session ends
+
+
 def test_a_load_onto_the_device_is_an_upload_that_counts_toward_its_memory() -> None:
     """What torch.load puts on the device is an allocation there (the budget's out-of-memory
     included) and a copy from the host, as on a GPU."""

@@ -370,9 +370,12 @@ class CudaRuntime:
         inj.set(cuda, "default_generators", tuple(generator if i == 0 else torch.Generator()
                                                   for i in range(self.count)))
         inj.set(torch.version, "cuda", self.facts.cuda_version)
-        inj.set(torch.backends.cudnn, "_cudnn", _Cudnn(self.facts.cudnn_version))
-        inj.set(torch.backends.cudnn, "__cudnn_version", self.facts.cudnn_version)
-        inj.set(torch.backends.cudnn, "_init", lambda: True)
+        # torch.backends.cudnn is a wrapper module (torch/backends/__init__.py PropModule) around the
+        # module whose globals its functions read (version() calls _init()): set there, both see it.
+        cudnn = getattr(torch.backends.cudnn, "m", torch.backends.cudnn)
+        inj.set(cudnn, "_cudnn", _Cudnn(self.facts.cudnn_version))
+        inj.set(cudnn, "__cudnn_version", self.facts.cudnn_version)
+        inj.set(cudnn, "_init", lambda: True)
         inj.set(cuda.nvtx, "_nvtx", _Nvtx())
         if self.s is not None:
             for name, cls in legacy_tensor_types(self.s).items():

@@ -42,6 +42,7 @@ as on a GPU it would hold whatever was there.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patc
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.storages import device_storages
 from grader.emulation.surface import Surface
-from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
+from grader.reference.device import MPS_FLOAT64, NO_CUDA, TOTAL_MEMORY, CostModel
 from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, tensors
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
@@ -68,6 +69,9 @@ Place = Literal["device", "pinned", "cpu"]
 MiB = 1024 * 1024
 aten = ops.aten
 _NO_AUTOCAST = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+# The CPU allocator's words when it cannot (c10/core/impl/alloc_cpu.cpp): "DefaultCPUAllocator: can't
+# allocate memory: you tried to allocate 4000000000000 bytes."
+_HOST_REFUSED = re.compile(r"can't allocate memory: you tried to allocate (\d+) bytes")
 __all__ = ["Kind", "StandIn", "cpu_build_cuda_patches"]
 
 
@@ -107,6 +111,12 @@ def _key(t: torch.Tensor) -> int | None:
             return int(_storage(t)._cdata)
         except (RuntimeError, NotImplementedError):
             return None
+
+
+def _host_refused(exc: RuntimeError) -> int | None:
+    """The bytes the CPU allocator refused, when ``exc`` is its "can't allocate memory"; else None."""
+    found = _HOST_REFUSED.search(str(exc))
+    return int(found.group(1)) if found else None
 
 
 def widened(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], inputs: list[torch.Tensor]) -> Any:
@@ -260,7 +270,7 @@ class StandIn:
         return (self.budget or 0) // chunk_bytes
 
     def _oom(self, asked: int, live: int) -> BaseException:
-        budget = self.budget or 0
+        budget = self.budget if self.budget is not None else TOTAL_MEMORY
         if self.untyped_oom:
             return RuntimeError(
                 f"MPS backend out of memory (MPS allocated: {live / MiB:.2f} MB, other allocations: 0 bytes, "
@@ -339,14 +349,24 @@ class StandIn:
             host_copy = args[0].clone()  # a non-blocking copy to the host lands at the next synchronize
         # A GPU's kernels do not call back into autocast; this CPU build's kernels call other ops
         # through the dispatcher, which must not be autocast again.
-        with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
-            if to_device and op.random and kwargs.get("generator") is None:
-                with self._device_random():
+        try:
+            with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
+                if to_device and op.random and kwargs.get("generator") is None:
+                    with self._device_random():
+                        out = func(*args, **kwargs)
+                elif to_device and op.product:
+                    out = widened(func, args, kwargs, inputs)
+                else:
                     out = func(*args, **kwargs)
-            elif to_device and op.product:
-                out = widened(func, args, kwargs, inputs)
-            else:
-                out = func(*args, **kwargs)
+        except RuntimeError as exc:
+            # What the host could not allocate for a device op, the device could not either: the
+            # device's out-of-memory error (one torch.empty of 4 TB: the CPU allocator's words, which
+            # no `except torch.OutOfMemoryError` catches, before the budget is ever asked).
+            asked = _host_refused(exc) if to_device else None
+            if asked is None:
+                raise
+            self.ooms += 1
+            raise self._oom(asked, self.live_bytes()) from None
         if host_copy is not None:
             self._pending.append((args[0], args[0].clone()))
             args[0].copy_(host_copy)
