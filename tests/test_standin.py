@@ -253,6 +253,22 @@ def test_a_load_onto_the_device_is_an_upload_that_counts_toward_its_memory() -> 
         del held
 
 
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_pinning_a_tensor_already_on_the_device_raises_as_aten_does(kind: str) -> None:
+    """"cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned": a dataset already
+    on the GPU behind ``DataLoader(pin_memory=True)`` (unit8co/darts#436, DavidWBressler/GCNN#2). The
+    stand-in pinned a copy and went on: the mistake passed silently."""
+    with StandIn(kind) as s:  # type: ignore[arg-type]
+        with pytest.raises(RuntimeError, match=f"cannot pin 'torch.{kind}.FloatTensor' only dense CPU tensors"):
+            torch.ones(2, device=s.device).pin_memory()
+        if kind == "cuda":  # (a Mac's DataLoader does not pin: it warns and goes on)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(8, 3, device=s.device)),
+                                                 batch_size=4, pin_memory=True)
+            with pytest.raises(RuntimeError, match="only dense CPU tensors can be pinned"):
+                next(iter(loader))
+        assert torch.ones(2).pin_memory().is_pinned()  # the CPU's own tensors still pin
+
+
 def test_the_default_device() -> None:
     with StandIn("cuda"):
         torch.set_default_device("cuda")

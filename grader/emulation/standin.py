@@ -323,6 +323,9 @@ class StandIn:
         if func is aten.is_pinned.default:
             return bool(places) and places[0] == "pinned"
         if func is aten._pin_memory.default:
+            if places and places[0] == "device":  # ATen's check (native/Memory.cpp): CPU tensors only
+                legacy = str(torch.Tensor.type(args[0])).replace("torch.", f"torch.{self.kind}.", 1)
+                raise RuntimeError(f"cannot pin '{legacy}' only dense CPU tensors can be pinned")
             copy = args[0].clone()
             self._place(copy, on_device=False)
             return copy
