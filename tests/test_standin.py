@@ -76,6 +76,22 @@ def test_cuda_call_forms_on_the_cuda_stand_in() -> None:
         assert [e.kind for e in s.events].count("sync") >= 3
 
 
+def test_the_memory_api_asked_about_a_gpu_the_machine_lacks_raises_as_cuda_does() -> None:
+    """One GPU: ``torch.cuda.memory_allocated(1)`` is CUDA's caching allocator's "Invalid device
+    argument 1", ``mem_get_info(1)`` the runtime's invalid ordinal (the stand-in answered device 0's)."""
+    with StandIn("cuda") as s:
+        for asked in (0, "cuda:0", s.device, None):
+            assert torch.cuda.memory_allocated(asked) == 0
+            torch.cuda.reset_peak_memory_stats(asked)
+        for wrong in (1, "cuda:1"):
+            for api in (torch.cuda.memory_allocated, torch.cuda.max_memory_allocated, torch.cuda.memory_stats,
+                        torch.cuda.reset_peak_memory_stats):
+                with pytest.raises(RuntimeError, match="Invalid device argument 1"):
+                    api(wrong)
+            with pytest.raises(RuntimeError, match="invalid device ordinal"):
+                torch.cuda.mem_get_info(wrong)
+
+
 def test_the_mps_stand_in_is_an_apple_gpu() -> None:
     with StandIn("mps", budget_bytes=8 * 2**20) as s:
         assert torch.backends.mps.is_available() and not torch.cuda.is_available()

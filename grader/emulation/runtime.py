@@ -216,11 +216,23 @@ class CudaRuntime:
             self.s.empty_cache()
 
     def memory_stats(self, device: int | None = None) -> dict[str, Any]:
+        self._allocator_device(device)
         return device_stats(self.s)
 
+    def _allocator_device(self, device: int | None) -> None:
+        """The caching allocator's own check of a device index (CUDACachingAllocator assertValidDevice)."""
+        if device is not None and not 0 <= device < self.count and device != -1:
+            raise RuntimeError(f"Invalid device argument {device}: did you call init?")
+
     def mem_get_info(self, device: int | None = None) -> tuple[int, int]:
+        self._check(-1 if device is None else device)
         used = self.s.reserved() if self.s is not None else 0
         return self.facts.total_memory - used, self.facts.total_memory
+
+    def reset_peak(self, device: int | None = None) -> None:
+        self._allocator_device(device)
+        if self.s is not None:
+            self.s.reset_peak()
 
     def stream_tuple(self, device: int | None = None) -> tuple[int, int, int]:
         return self.stream_id, self._check(-1 if device is None else device), 1  # DeviceType CUDA == 1
@@ -248,7 +260,7 @@ class CudaRuntime:
             "_cuda_synchronize": self.synchronize,
             "_cuda_emptyCache": self.empty_cache,
             "_cuda_memoryStats": self.memory_stats,
-            "_cuda_resetPeakMemoryStats": lambda device=None: self.s.reset_peak() if self.s is not None else None,
+            "_cuda_resetPeakMemoryStats": self.reset_peak,
             "_cuda_resetAccumulatedMemoryStats": lambda device=None: None,
             "_cuda_hostMemoryStats": lambda: _stats(0, 0, 0, 0, count=0, allocations=0, ooms=0),
             "_cuda_resetPeakHostMemoryStats": lambda: None,
