@@ -5,15 +5,8 @@ benchmarks/standin_conformance.py prints them all with their reasons.
 
 from __future__ import annotations
 
-_LEGACY_STORAGE = ("a legacy typed storage (torch.cuda.FloatStorage ...; TypedStorage is deprecated since "
-                   "PyTorch 2.0): torch.UntypedStorage is C++ that cannot label the stand-in's host memory as "
-                   "CUDA's, so building one raises as on a CPU build")
-
 KNOWN: dict[tuple[str, str], dict[str, str]] = {
     ("api", "cuda"): {
-        **{f"torch.cuda.{dtype}Storage": _LEGACY_STORAGE
-           for dtype in ("BFloat16", "Bool", "Byte", "Char", "ComplexDouble", "ComplexFloat", "Double", "Float",
-                         "Half", "Int", "Long", "Short")},
         "torch.cuda.GreenContext": "green contexts partition a GPU's streaming multiprocessors in the CUDA driver; "
                                    "its C++ class needs a CUDA build (the stand-in has none to partition)",
         "torch.accelerator.Graph": "its C++ class (torch._C._acceleratorGraph) asks the C++ runtime for an "
