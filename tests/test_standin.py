@@ -199,6 +199,7 @@ def test_a_generator_belongs_to_a_device_as_pytorch_checks_it(kind: str) -> None
         device = s.device
         seeded = torch.Generator(device=device).manual_seed(7)
         assert isinstance(seeded, torch.Generator) and seeded.device == torch.device(kind, 0)
+        assert torch.Generator.initial_seed(seeded) == 7  # the class's unbound methods are PyTorch's
         first = torch.randn(2, 3, generator=seeded, device=device)
         again = torch.randn(2, 3, generator=torch.Generator(device=kind).manual_seed(7), device=device)
         assert first.device.type == kind and torch.equal(first.cpu(), again.cpu())

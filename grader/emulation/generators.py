@@ -9,7 +9,8 @@ for generator but found 'cpu'". Underneath, the stand-in's device ops are CPU op
 would happen there by itself. For a stand-in's session:
 
 * ``torch.Generator`` (``generator_type_for``) makes a ``DeviceGenerator`` for the stand-in's kind
-  and PyTorch's own generator for anything else; ``isinstance(g, torch.Generator)`` holds for both;
+  and PyTorch's own generator for anything else; ``isinstance(g, torch.Generator)`` holds for both,
+  and the class's own attributes (``torch.Generator.manual_seed``) are PyTorch's;
 * a ``DeviceGenerator`` is a CPU generator (its states, seeds and draws are a CPU generator's, as
   the stand-in's default device generator's are) whose ``device`` is the device's;
 * ``generator_mismatch`` says PyTorch's error for a call that hands a generator of one device to an
@@ -60,6 +61,9 @@ def generator_type_for(holder: Holder) -> type:
 
         def __subclasscheck__(cls, sub: type) -> bool:
             return issubclass(sub, _REAL)
+
+        def __getattr__(cls, name: str) -> Any:  # torch.Generator.manual_seed(g, 0), as unbound methods
+            return getattr(_REAL, name)
 
     class Generator(metaclass=_Meta):
         def __new__(cls, device: Any = "cpu") -> Any:
