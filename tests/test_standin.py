@@ -252,6 +252,16 @@ def test_cudnn_is_there_on_the_cuda_stand_in() -> None:
     assert torch.backends.cudnn.version() is None  # this CPU build's, once the session ends
 
 
+def test_a_session_ends_cleanly_when_the_learners_code_took_the_storage_patches_away() -> None:
+    """The learner's code runs in the same process: deleting what the session set on
+    torch.UntypedStorage must not make the session's end raise (the grader's error, not the learner's)."""
+    with StandIn("cuda"):
+        del torch.UntypedStorage.device
+        del torch.UntypedStorage.__new__
+    assert torch.ones(2).untyped_storage().device.type == "cpu"
+    assert "device" not in torch.UntypedStorage.__dict__ and "__new__" not in torch.UntypedStorage.__dict__
+
+
 def test_a_load_onto_the_device_is_an_upload_that_counts_toward_its_memory() -> None:
     """What torch.load puts on the device is an allocation there (the budget's out-of-memory
     included) and a copy from the host, as on a GPU."""

@@ -77,10 +77,10 @@ def device_storages(holder: Holder) -> Iterator[None]:
         yield
     finally:
         for name, value in saved.items():
-            if value is None:
-                delattr(_STORAGE, name)
-            else:
+            if value is not None:
                 setattr(_STORAGE, name, value)
+            elif name in _STORAGE.__dict__:  # (the learner's code may have deleted it already)
+                delattr(_STORAGE, name)
 
 
 def _made_on(device: torch.device, size_or_data: int | Sequence[int]) -> torch.UntypedStorage:
