@@ -296,6 +296,39 @@ def test_pinning_a_tensor_already_on_the_device_raises_as_aten_does(kind: str) -
         assert torch.ones(2).pin_memory().is_pinned()  # the CPU's own tensors still pin
 
 
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_the_meta_device_and_deferred_initialization(kind: str) -> None:
+    """Every build has the meta device (shapes, no data): a model built there and materialized on the
+    GPU with ``to_empty`` (PyTorch's deferred-initialization recipe). The stand-in refused it ("PyTorch
+    is not linked with support for meta devices") and sent ``.to("meta")`` to the CPU."""
+    with StandIn(kind) as s:  # type: ignore[arg-type]
+        model = nn.Linear(3, 2, device="meta")
+        assert model.weight.is_meta and torch.empty(3, device="meta").is_meta
+        assert torch.tensor([1.0, 2.0], device="meta").is_meta
+        model.to_empty(device=s.device)
+        nn.init.ones_(model.weight)
+        nn.init.zeros_(model.bias)
+        assert model.weight.device.type == kind
+        assert model(torch.ones(1, 3, device=s.device)).cpu().tolist() == [[3.0, 3.0]]
+        events = len(s.events)
+        shapes = torch.ones(2, 4, device=s.device).to("meta")
+        assert shapes.is_meta and shapes.shape == (2, 4) and len(s.events) == events  # no copy, no wait
+
+
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_a_model_moved_inside_inference_mode(kind: str) -> None:
+    """``nn.Module.to`` asks ``torch._has_compatible_shallow_copy_type(param, moved)``; in inference
+    mode the question reaches the dispatcher, where the stand-in took it for mixing devices. Dense CPU
+    and GPU tensors are compatible: the parameters are updated in place, as on a GPU."""
+    with StandIn(kind) as s, torch.inference_mode():  # type: ignore[arg-type]
+        model = nn.Linear(3, 2)
+        weight = model.weight
+        model.to(s.device)
+        assert model.weight is weight and weight.device.type == kind
+        assert model(torch.ones(1, 3, device=s.device)).device.type == kind
+        assert torch.is_same_size(torch.ones(2), torch.ones(2, device=s.device))
+
+
 def test_the_default_device() -> None:
     with StandIn("cuda"):
         torch.set_default_device("cuda")

@@ -55,6 +55,10 @@ NOT_ARITHMETIC = TRANSFERS | ALLOCATING | frozenset({
 # ``widened``): the operands exactly widened to float32, products accumulated in float32, the result
 # rounded once to its 16-bit dtype.
 PRODUCTS = frozenset({aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default})
+# Questions about two tensors' metadata that PyTorch answers across devices (dense CPU and CUDA
+# tensors are of compatible shallow-copy types; nn.Module.to asks it, and in inference mode the question
+# reaches the dispatcher): never a mixing of devices.
+QUERIES = frozenset({aten._has_compatible_shallow_copy_type.default, aten.is_same_size.default})
 HALF_DTYPES = frozenset({torch.float16, torch.bfloat16})
 RANDOM = torch.Tag.nondeterministic_seeded
 # Ops whose result's size or value the host must wait for (nonzero, masked_select, unique ...).

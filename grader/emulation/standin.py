@@ -284,9 +284,10 @@ class StandIn:
 
     # -- the dispatcher --------------------------------------------------------------------------
     def target(self, device: Any) -> bool:
-        """Whether ``device`` is this stand-in (else the CPU); raises what the machine raises for any other."""
+        """Whether ``device`` is this stand-in (else the CPU, or the meta device every build has: deferred
+        initialization, ``to_empty``); raises what the machine raises for any other."""
         dev = device if isinstance(device, torch.device) else torch.device(device)
-        if dev.type == "cpu":
+        if dev.type in ("cpu", "meta"):
             return False
         if dev.type == self.kind:
             if dev.index not in (None, 0):
@@ -310,6 +311,8 @@ class StandIn:
         to_device: bool | None = None
         pinned = False
         if kwargs.get("device") is not None:
+            if kwargs["device"].type == "meta":  # shapes only: no memory, no kernel, no transfer
+                return func(*args, **kwargs)
             to_device = self.target(kwargs["device"])
             if to_device:
                 kwargs = {**kwargs, "device": torch.device("cpu")}
@@ -331,6 +334,8 @@ class StandIn:
             return copy
         if func is aten.record_stream.default:
             return None
+        if func in ops.QUERIES:
+            return func(*args, **kwargs)
         if op.cudnn and self.kind == "cuda":
             return self.run(*ops.CUDNN[func](*args, **kwargs))
         if on_device and not op.transfer:

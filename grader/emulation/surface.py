@@ -194,13 +194,15 @@ class Surface(TorchFunctionMode):
                                and not isinstance(a, bool) else a for i, a in enumerate(rest))
             device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(
                 *normalized, **{k: v for k, v in kwargs.items() if k != "copy"})
-        source_on = self.s.on_device(tensor)
-        target_on = self.s.target(device) if device is not None else source_on
         options: dict[str, Any] = {"non_blocking": non_blocking}
         if dtype is not None:
             options["dtype"] = dtype
         if memory_format is not None:
             options["memory_format"] = memory_format
+        if device is not None and torch.device(device).type == "meta":  # shapes only, from any device
+            return torch.Tensor.to(tensor, device, copy=copy, **options)
+        source_on = self.s.on_device(tensor)
+        target_on = self.s.target(device) if device is not None else source_on
         same_place = target_on == source_on
         if same_place and not copy and options.get("dtype", tensor.dtype) == tensor.dtype \
                 and options.get("memory_format") in (None, torch.preserve_format):
