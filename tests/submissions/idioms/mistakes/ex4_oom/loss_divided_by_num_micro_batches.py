@@ -1,6 +1,6 @@
 # mistake: gradient accumulation divides each micro-batch loss by the number of micro-batches (loss / accum_steps) instead of weighting it by len(micro_batch) / len(batch): wrong as soon as the last micro-batch is smaller
 # fails: ex4.backoff_matches_full_batch
-# message: ex4.wrong_loss
+# message: ex4.grads_not_full_batch
 # idiom: Hugging Face transformers Trainer (issue #38837, PR #38872: loss always divided by gradient_accumulation_steps); keras-team/keras issue #20241
 # source: https://github.com/huggingface/transformers/pull/38872
 """Bài tập 4 — loss / accum_steps."""
