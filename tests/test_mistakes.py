@@ -13,18 +13,10 @@ from collections.abc import Callable
 import pytest
 
 from grader.course import load_course
-from grader.score.texts import catalog, check_messages
 from tests.conftest import MODULES, Graded
 from tests.submissions.catalog import Mistake, mistakes
 
 MISTAKES = mistakes()
-
-
-def static_prefix(message_id: str) -> str:
-    """The message text up to its first placeholder: what every rendering holds (after the device,
-    "On mps (stand-in): ", when the check ran on several)."""
-    template = catalog("en")["messages"].get(message_id) or check_messages()[message_id]["en"]
-    return template.split("{")[0]
 
 
 def test_catalog_covers_every_check() -> None:
@@ -40,6 +32,6 @@ def test_mistake_loses_exactly_its_checks(mistake: Mistake, graded_class: Callab
             if c["status"] != "passed"]
     assert graded.lost(mistake.exercise) == set(mistake.fails), lost
     message = graded.check(mistake.fails[0])["message"]
-    assert static_prefix(mistake.message) in message, message
+    assert mistake.message_prefix() in message, message
     others = [ex for ex in MODULES if ex != mistake.exercise]
     assert all(graded.exercise(ex)["status"] == "not_attempted" for ex in others)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.score.texts import catalog, check_messages
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 MODULES = {"ex1": "ex1_device", "ex2": "ex2_timing", "ex3": "ex3_roundtrip", "ex4": "ex4_oom", "ex5": "ex5_amp"}
@@ -35,6 +37,12 @@ class Mistake:
     def name(self) -> str:
         kind = "idioms/" if "idioms" in self.path.parts else ""
         return f"{kind}{self.module}/{self.path.stem}"
+
+    def message_prefix(self) -> str:
+        """The declared message's text up to its first placeholder: what every rendering holds (after the
+        device, "On mps (stand-in): ", when the check ran on several)."""
+        template = catalog("en")["messages"].get(self.message) or check_messages()[self.message]["en"]
+        return template.split("{")[0]
 
 
 def read_mistake(path: Path) -> Mistake:
