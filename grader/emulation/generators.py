@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 import torch
 
+from grader.emulation.patching import standing_for
+
 _REAL = torch._C.Generator
 
 
@@ -53,25 +55,12 @@ class Holder(Protocol):
 def generator_type_for(holder: Holder) -> type:
     """``torch.Generator`` as it is on a machine whose accelerator is ``holder``'s: ``device=`` that
     accelerator makes a ``DeviceGenerator``; real ``torch.Generator`` objects otherwise, and
-    ``isinstance(x, torch.Generator)`` still holds."""
+    ``isinstance(x, torch.Generator)`` still holds (``standing_for``)."""
 
-    class _Meta(type):
-        def __instancecheck__(cls, obj: object) -> bool:
-            return isinstance(obj, _REAL)
+    def make(device: Any = "cpu") -> torch.Generator:
+        return DeviceGenerator(holder.index0) if holder.names(device) else _REAL(device)
 
-        def __subclasscheck__(cls, sub: type) -> bool:
-            return issubclass(sub, _REAL)
-
-        def __getattr__(cls, name: str) -> Any:  # torch.Generator.manual_seed(g, 0), as unbound methods
-            return getattr(_REAL, name)
-
-    class Generator(metaclass=_Meta):
-        def __new__(cls, device: Any = "cpu") -> Any:
-            if holder.names(device):
-                return DeviceGenerator(holder.index0)
-            return _REAL(device)
-
-    return Generator
+    return standing_for(_REAL, make)
 
 
 def generator_mismatch(generator: Any, on_device: bool, kind: str) -> RuntimeError | None:

@@ -82,6 +82,28 @@ class Wrap:
     make: Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
+def standing_for(real: type, make: Callable[..., Any]) -> type:
+    """A class to put in place of the library class ``real`` for a session (``torch.device``,
+    ``torch.Generator``): calling it calls ``make``, which returns ``real``'s objects (or its
+    subclasses'); ``isinstance`` and ``issubclass`` answer for ``real``, and ``real``'s own class
+    attributes (``torch.Generator.manual_seed``, unbound) are read through it."""
+
+    class _Meta(type):
+        def __instancecheck__(cls, obj: object) -> bool:
+            return isinstance(obj, real)
+
+        def __subclasscheck__(cls, sub: type) -> bool:
+            return issubclass(sub, real)
+
+        def __getattr__(cls, name: str) -> Any:
+            return getattr(real, name)
+
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            return make(*args, **kwargs)
+
+    return _Meta(real.__name__, (), {"__module__": real.__module__, "__qualname__": real.__qualname__})
+
+
 _TRAMPOLINE = "def trampoline(*args, **kwargs):\n    return {name}(*args, **kwargs)\n"
 
 

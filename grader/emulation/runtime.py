@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
-from grader.emulation.patching import LearnerCode, patched
+from grader.emulation.patching import LearnerCode, patched, standing_for
 from grader.emulation.surface import LEGACY_DTYPES
 from grader.reference.device import CAPABILITY, NAMES, NO_CUDA, TOTAL_MEMORY
 
@@ -926,23 +926,15 @@ def device_type_for(kind: str) -> type:
     """``torch.device`` as it behaves on a machine whose accelerator is ``kind``: ``torch.device(0)``
     (fastai's ``torch.device(torch.cuda.current_device())``) is that accelerator's device 0 — a CPU
     build's C++ asks for an accelerator it does not have. It makes real ``torch.device`` objects, and
-    ``isinstance(x, torch.device)`` still holds."""
+    ``isinstance(x, torch.device)`` still holds (``standing_for``)."""
     real = torch.device
 
-    class _Meta(type):
-        def __instancecheck__(cls, obj: object) -> bool:
-            return isinstance(obj, real)
+    def make(*args: Any, **kwargs: Any) -> torch.device:
+        if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+            return real(kind, args[0])
+        return real(*args, **kwargs)
 
-        def __subclasscheck__(cls, sub: type) -> bool:
-            return issubclass(sub, real)
-
-    class device(metaclass=_Meta):  # noqa: N801 - it stands for torch.device
-        def __new__(cls, *args: Any, **kwargs: Any) -> torch.device:  # type: ignore[misc]
-            if args and isinstance(args[0], int) and not isinstance(args[0], bool):
-                return real(kind, args[0])
-            return real(*args, **kwargs)
-
-    return device
+    return standing_for(real, make)
 
 
 @contextlib.contextmanager
