@@ -58,7 +58,7 @@ from grader.emulation.generators import DeviceGenerator, generator_type_for
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patched
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.storages import device_storages
-from grader.emulation.surface import Surface
+from grader.emulation.surface import Surface, device_type_name
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, TOTAL_MEMORY, CostModel
 from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, tensors
 from grader.wire.messages import DeviceMode, Event
@@ -327,8 +327,8 @@ class StandIn:
             return bool(places) and places[0] == "pinned"
         if func is aten._pin_memory.default:
             if places and places[0] == "device":  # ATen's check (native/Memory.cpp): CPU tensors only
-                legacy = str(torch.Tensor.type(args[0])).replace("torch.", f"torch.{self.kind}.", 1)
-                raise RuntimeError(f"cannot pin '{legacy}' only dense CPU tensors can be pinned")
+                raise RuntimeError(f"cannot pin '{device_type_name(args[0], self.kind)}' only dense CPU tensors "
+                                   "can be pinned")
             copy = args[0].clone()
             self._place(copy, on_device=False)
             return copy

@@ -34,6 +34,12 @@ LEGACY_DTYPES = {"Float": torch.float32, "Double": torch.float64, "Half": torch.
                  "Byte": torch.uint8, "Bool": torch.bool}
 
 
+def device_type_name(tensor: torch.Tensor, kind: str) -> str:
+    """A device tensor's legacy type name, as ``Tensor.type()`` and ATen's messages give it there
+    ("torch.cuda.FloatTensor"): its CPU one with the device's kind in it."""
+    return str(torch.Tensor.type(tensor)).replace("torch.", f"torch.{kind}.", 1)
+
+
 @functools.cache
 def _device_constructors() -> Any:
     """The functions that take a ``device=`` (torch's own set, read once: asked at every call)."""
@@ -216,8 +222,7 @@ class Surface(TorchFunctionMode):
         tensor = args[0]
         wanted = args[1] if len(args) > 1 else kwargs.get("dtype")
         if wanted is None:
-            name = str(torch.Tensor.type(tensor))
-            return name.replace("torch.", f"torch.{self.s.kind}.", 1) if self.s.on_device(tensor) else name
+            return device_type_name(tensor, self.s.kind) if self.s.on_device(tensor) else str(torch.Tensor.type(tensor))
         non_blocking = {"non_blocking": kwargs.get("non_blocking", False)}
         if isinstance(wanted, torch.dtype):
             return self._to((tensor, wanted), non_blocking)
