@@ -244,6 +244,23 @@ def test_an_allocation_the_host_cannot_make_is_the_devices_out_of_memory(kind: s
         torch.empty(10**12)
 
 
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_more_than_the_devices_memory_is_out_of_memory_without_a_budget(kind: str) -> None:
+    """The stand-in says it has 16 GiB (``get_device_properties().total_memory``). With no check's budget
+    (a notebook's demo cell, a self-check on a laptop, where no limit of the grader's makes the host
+    refuse first) a 17 GiB allocation, which this host maps lazily, was made: a GPU of 16 GiB raises."""
+    seventeen_gib = 17 * 1024**3
+    with StandIn(kind) as s:  # type: ignore[arg-type]
+        kept = torch.empty(1024**3, dtype=torch.uint8, device=s.device)  # 1 GiB fits
+        expected = torch.OutOfMemoryError if kind == "cuda" else RuntimeError
+        with pytest.raises(expected, match="out of memory") as caught:
+            torch.empty(seventeen_gib, dtype=torch.uint8, device=s.device)
+        assert "16384.00 M" in str(caught.value)  # the capacity it reports, in its own unit
+        assert s.ooms == 1 and s.live_bytes() == kept.nbytes  # the refused one holds nothing
+        del kept
+        assert torch.ones(4, device=s.device).sum().item() == 4.0  # and the device goes on
+
+
 def test_cudnn_is_there_on_the_cuda_stand_in() -> None:
     """``torch.backends.cudnn.version()`` (in many "check your GPU" cells) read the module's own
     ``_init``, which the stand-in had set on the wrapper module around it: None on the stand-in GPU."""

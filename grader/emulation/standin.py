@@ -169,6 +169,10 @@ class StandIn:
         self.timeline = Timeline()
         self.events: list[Event] = []
         self.budget = budget_bytes
+        # What the device holds: the check's budget, else the whole memory the stand-in reports (a
+        # 20 GiB allocation on the "16 GiB" GPU is out of memory on a laptop too, where no limit of the
+        # grader's makes the host refuse it first).
+        self.capacity = budget_bytes if budget_bytes is not None else TOTAL_MEMORY
         # MPS runs out of memory with a plain RuntimeError; ``typed_oom`` makes it CUDA's
         # torch.OutOfMemoryError, for a check about what to do *after* an OOM on each device.
         self.untyped_oom = kind == "mps" and not typed_oom
@@ -270,7 +274,7 @@ class StandIn:
         return (self.budget or 0) // chunk_bytes
 
     def _oom(self, asked: int, live: int) -> BaseException:
-        budget = self.budget if self.budget is not None else TOTAL_MEMORY
+        budget = self.capacity
         if self.untyped_oom:
             return RuntimeError(
                 f"MPS backend out of memory (MPS allocated: {live / MiB:.2f} MB, other allocations: 0 bytes, "
@@ -403,7 +407,7 @@ class StandIn:
         if not new:
             return
         live = self.live_bytes()
-        if self.budget is not None and live > self.budget:
+        if live > self.capacity:
             for t in outputs:
                 key = _key(t)
                 if key is not None:
