@@ -261,6 +261,25 @@ def test_more_than_the_devices_memory_is_out_of_memory_without_a_budget(kind: st
         assert torch.ones(4, device=s.device).sum().item() == 4.0  # and the device goes on
 
 
+@pytest.mark.parametrize(("kind", "lifts"), [("cuda", 1.0), ("mps", 0.0)])
+def test_a_memory_fraction_the_learner_sets_caps_the_device(kind: str, lifts: float) -> None:
+    """``set_per_process_memory_fraction`` (a smaller GPU simulated on a big one, a process sharing a
+    GPU: real projects' idiom) caps what PyTorch's allocator gives: past it, out of memory. The
+    stand-in kept the fraction and allocated past it. CUDA's cap is a fraction of the whole memory and
+    1.0 lifts it; MPS's of the recommended working set, 0 lifts it."""
+    module = getattr(torch, kind)
+    with StandIn(kind) as s:  # type: ignore[arg-type]
+        module.set_per_process_memory_fraction(0.25)  # 4 GiB of 16
+        kept = torch.empty(3 * 1024**3, dtype=torch.uint8, device=s.device)
+        expected = torch.OutOfMemoryError if kind == "cuda" else RuntimeError
+        with pytest.raises(expected, match="out of memory") as caught:
+            torch.empty(2 * 1024**3, dtype=torch.uint8, device=s.device)
+        assert ("4096.00 MiB allowed" if kind == "cuda" else "max allowed: 4096.00 MB") in str(caught.value)
+        module.set_per_process_memory_fraction(lifts)
+        more = torch.empty(2 * 1024**3, dtype=torch.uint8, device=s.device)
+        assert s.live_bytes() == kept.nbytes + more.nbytes and s.ooms == 1
+
+
 def test_cudnn_is_there_on_the_cuda_stand_in() -> None:
     """``torch.backends.cudnn.version()`` (in many "check your GPU" cells) read the module's own
     ``_init``, which the stand-in had set on the wrapper module around it: None on the stand-in GPU."""

@@ -55,6 +55,8 @@ class Device(Protocol):
 
     def reset_peak(self) -> None: ...
 
+    def set_allowed(self, allowed: int | None) -> None: ...
+
     def memory_read(self) -> int: ...
 
     def record(self, kind: str, device: str = "", dtype: str = "", value: float = 0.0, source: str = "") -> None: ...
@@ -353,6 +355,8 @@ class CudaRuntime:
         if not 0 <= fraction <= 1:
             raise ValueError(f"invalid fraction: {fraction}. Please set within [0, 1].")
         self.fraction = fraction
+        if self.s is not None:  # the caching allocator's cap: a fraction of the device's whole memory
+            self.s.set_allowed(None if fraction >= 1 else int(fraction * self.facts.total_memory))
 
     def _set_stream(self, stream_id: int, device_index: int, device_type: int) -> None:
         self.stream_id = stream_id
@@ -868,6 +872,8 @@ class MpsRuntime:
         if not 0 <= fraction <= 2:
             raise ValueError(f"invalid fraction: {fraction}. Please set within [0, 2].")
         self.fraction = fraction
+        if self.s is not None:  # of the recommended working set; 0 lifts the cap
+            self.s.set_allowed(None if fraction == 0 else int(fraction * self.total))
 
     def _release(self, event_id: int) -> None:
         self._events.pop(event_id, None)

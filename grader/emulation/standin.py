@@ -171,8 +171,11 @@ class StandIn:
         self.budget = budget_bytes
         # What the device holds: the check's budget, else the whole memory the stand-in reports (a
         # 20 GiB allocation on the "16 GiB" GPU is out of memory on a laptop too, where no limit of the
-        # grader's makes the host refuse it first).
-        self.capacity = budget_bytes if budget_bytes is not None else TOTAL_MEMORY
+        # grader's makes the host refuse it first) ...
+        self.total = budget_bytes if budget_bytes is not None else TOTAL_MEMORY
+        # ... or less, where the learner's code capped it (set_per_process_memory_fraction)
+        self.allowed: int | None = None
+        self.capacity = self.total
         # MPS runs out of memory with a plain RuntimeError; ``typed_oom`` makes it CUDA's
         # torch.OutOfMemoryError, for a check about what to do *after* an OOM on each device.
         self.untyped_oom = kind == "mps" and not typed_oom
@@ -273,17 +276,24 @@ class StandIn:
     def fill_capacity(self, chunk_bytes: int) -> int:
         return (self.budget or 0) // chunk_bytes
 
+    def set_allowed(self, allowed: int | None) -> None:
+        """The learner's own cap on this process's device memory (``torch.cuda`` / ``torch.mps``
+        ``.set_per_process_memory_fraction``): an allocation past it is out of memory, as PyTorch's
+        allocators make it; None lifts it."""
+        self.allowed = allowed
+        self.capacity = self.total if allowed is None else min(self.total, allowed)
+
     def _oom(self, asked: int, live: int) -> BaseException:
-        budget = self.capacity
         if self.untyped_oom:
             return RuntimeError(
                 f"MPS backend out of memory (MPS allocated: {live / MiB:.2f} MB, other allocations: 0 bytes, "
-                f"max allowed: {budget / MiB:.2f} MB). Tried to allocate {asked / MiB:.2f} MB on private pool "
+                f"max allowed: {self.capacity / MiB:.2f} MB). Tried to allocate {asked / MiB:.2f} MB on private pool "
                 "(the grader's memory budget on its mps stand-in).")
+        allowed = "" if self.allowed is None else f"{self.allowed / MiB:.2f} MiB allowed; "
         return torch.OutOfMemoryError(
             f"CUDA out of memory. Tried to allocate {asked / MiB:.2f} MiB. GPU 0 has a total capacity of "
-            f"{budget / MiB:.2f} MiB of which {max(budget - live, 0) / MiB:.2f} MiB is free. Of the allocated "
-            f"memory {live / MiB:.2f} MiB is allocated by PyTorch (the grader's memory budget on its "
+            f"{self.total / MiB:.2f} MiB of which {max(self.total - live, 0) / MiB:.2f} MiB is free. {allowed}Of the "
+            f"allocated memory {live / MiB:.2f} MiB is allocated by PyTorch (the grader's memory budget on its "
             f"{self.kind}:0 (stand-in)).")
 
     # -- the dispatcher --------------------------------------------------------------------------
