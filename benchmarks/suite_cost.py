@@ -8,6 +8,12 @@ side by side, so the wall time is about their sum over the workers), the share i
 that grades a catalogue once shows up as one test's setup) and its slowest item. Then the wall time,
 the machine's load and the total. Nothing is asserted: a figure to compare before and after a change,
 read with the load beside it (this project's 2-core machine moves by 10 % between identical runs).
+
+``--processes`` (root, with the ``acct`` package's ``accton`` and ``dump-acct``): the kernel's process
+accounting around the run, every process's own CPU when it ended: how much of the suite's CPU the machine
+was busy for, and how much of it went to Python processes started by exec (each pays its imports; one
+that imports torch costs ~2 CPU-s here), to processes forked from a warm one (a server's learner or judge,
+an xdist worker's grading) and to the rest (pip, chromium, Slurm, bubblewrap).
 """
 
 from __future__ import annotations
@@ -16,9 +22,14 @@ import argparse
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,13 +40,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (README: 2)")
     parser.add_argument("--top", type=int, default=15, help="files to list one by one")
+    parser.add_argument("--processes", action="store_true",
+                        help="the run's CPU by kind of process, from the kernel's process accounting (root)")
     args, pytest_args = parser.parse_known_args()
+    if args.processes and not (os.geteuid() == 0 and shutil.which("accton") and shutil.which("dump-acct")):
+        print("--processes needs root and the acct package (accton, dump-acct)", file=sys.stderr)
+        return 2
     command = [sys.executable, "-m", "pytest", "-n", str(args.workers), "-q", "-p", "no:cacheprovider",
                "--durations=0", "--durations-min=0", *pytest_args]
     load = os.getloadavg()[0]
-    started = time.monotonic()
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - started
+    with tempfile.TemporaryDirectory() as work, _accounting(Path(work) / "pacct", args.processes) as accounted, \
+            _busy() as busy:
+        started = time.monotonic()
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        wall = time.monotonic() - started
     seconds: dict[str, float] = collections.defaultdict(float)
     setup: dict[str, float] = collections.defaultdict(float)
     tests: dict[str, set[str]] = collections.defaultdict(set)
@@ -69,7 +87,82 @@ def main() -> int:
     if rest:
         print(f"| the other {len(rest)} files | {sum(len(tests[p]) for p, _ in rest)} "
               f"| {sum(t for _, t in rest):.1f} | | |")
+    print(f"\nthe machine's CPUs busy {100 * busy.fraction:.0f} % of the run ({busy.seconds:.0f} CPU-s)")
+    if args.processes:
+        _print_processes(accounted)
     return proc.returncode
+
+
+@dataclass
+class Busy:
+    seconds: float = 0.0  # CPU-seconds all CPUs spent on anything but idle and I/O wait
+    fraction: float = 0.0
+
+
+def _ticks() -> tuple[int, int]:
+    fields = [int(x) for x in Path("/proc/stat").read_text(encoding="utf-8").split("\n", 1)[0].split()[1:9]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, idle
+
+
+@contextmanager
+def _busy() -> Iterator[Busy]:
+    figures = Busy()
+    busy0, idle0 = _ticks()
+    yield figures
+    busy1, idle1 = _ticks()
+    ticks = os.sysconf("SC_CLK_TCK")
+    figures.seconds = (busy1 - busy0) / ticks
+    figures.fraction = (busy1 - busy0) / max(busy1 - busy0 + idle1 - idle0, 1)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """One process as the kernel accounted for it when it ended (``dump-acct``)."""
+
+    command: str
+    cpu: float  # its own user + system seconds, not its children's
+    forked: bool  # forked and never exec'd
+
+
+@contextmanager
+def _accounting(path: Path, on: bool) -> Iterator[list[Ended]]:
+    ended: list[Ended] = []
+    if not on:
+        yield ended
+        return
+    path.touch()
+    subprocess.run(["accton", str(path)], check=True, capture_output=True)
+    try:
+        yield ended
+    finally:
+        subprocess.run(["accton", "off"], check=False, capture_output=True)
+    dumped = subprocess.run(["dump-acct", str(path)], capture_output=True, text=True, check=True).stdout
+    for line in dumped.splitlines():
+        f = [x.strip() for x in line.split("|")]
+        # comm | version | utime | stime | etime | uid | gid | mem | io | pid | ppid | flags | ... (clock ticks)
+        ended.append(Ended(f[0], (float(f[2]) + float(f[3])) / os.sysconf("SC_CLK_TCK"), "F" in f[11]))
+
+
+def _print_processes(ended: list[Ended]) -> None:
+    total = sum(e.cpu for e in ended)
+    execd = [e for e in ended if e.command.startswith("python") and not e.forked]
+    importers = [e for e in execd if 1.5 <= e.cpu < 6]  # an `import torch` and a little more
+    forked = [e for e in ended if e.command.startswith("python") and e.forked]
+    print(f"\nprocesses that ended during the run: {len(ended)}, {total:.0f} CPU-s of their own\n")
+    print("| processes | count | CPU-s | share |")
+    print("|---|---:|---:|---:|")
+    rows = [
+        ("Python, exec'd, 1.5-6 CPU-s each (an `import torch` and its work)", importers),
+        ("Python, exec'd, other (the grader's own CLI, xdist workers, short probes)",
+         [e for e in execd if e not in importers]),
+        ("Python, forked from a warm process (servers' learners and judges)", forked),
+        ("everything else (pip, bubblewrap, chromium, Slurm, shells)",
+         [e for e in ended if not e.command.startswith("python")]),
+    ]
+    for name, group in rows:
+        cpu = sum(e.cpu for e in group)
+        print(f"| {name} | {len(group)} | {cpu:.0f} | {100 * cpu / max(total, 1e-9):.0f} % |")
 
 
 if __name__ == "__main__":
