@@ -32,7 +32,7 @@ from grader.judge.outcomes import (
     TimedOut,
 )
 from grader.judge.proxy import LearnerGone, LearnerProcess
-from grader.reference.device import FILE_LIMIT_SIGNS, MEMORY_SIGNS, NO_CUDA
+from grader.reference.device import FILE_LIMIT_SIGNS, GENERATOR_OFF_DEVICE, MEMORY_SIGNS, NO_CUDA, PIN_OFF_CPU
 from grader.wire.codec import cut
 from grader.wire.messages import (
     Canary,
@@ -85,6 +85,11 @@ def classify(exc: BaseException | None) -> tuple[CheckStatus, str, dict[str, str
         if NO_CUDA in exc.exc_text and not exc.params.get("device", "").startswith("cuda"):
             # torch.cuda called for an Apple GPU or the CPU: what a Mac or a CPU-only machine says to it.
             return "error", "cuda_api_off_cuda", params
+        # Two device mistakes of data loading, whose PyTorch words do not say what to change.
+        if GENERATOR_OFF_DEVICE in exc.exc_text:
+            return "error", "generator_off_device", params
+        if PIN_OFF_CPU in exc.exc_text:
+            return "error", "pin_off_cpu", params
         # Running out of memory outside the grader's budget (the process's own limit) is a limit.
         limit = any(sign in exc.exc_text for sign in MEMORY_SIGNS) and "grader's memory budget" not in exc.exc_text
         return "error", "memory_limit" if limit else "learner_raised", params

@@ -15,6 +15,12 @@ TOTAL_MEMORY = 16 * 1024**3
 CAPABILITY = (8, 0)
 # What PyTorch itself says (checked on torch 2.13; MPS texts from its sources and bug reports).
 NO_CUDA = "Torch not compiled with CUDA enabled"
+# PyTorch's own words for two device mistakes of data loading, in every version it raises them in:
+# a generator of one device handed to an op on another ("Expected a 'cuda' device type for generator
+# but found 'cpu'": a DataLoader's shuffle under torch.set_default_device), and pinning a tensor that is
+# already on the device ("cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned").
+GENERATOR_OFF_DEVICE = "device type for generator but found"
+PIN_OFF_CPU = "only dense CPU tensors can be pinned"
 # What the learner's code running out of memory looks like, from inside its process and from the
 # judge: Python's, PyTorch's (CPU and CUDA allocators) and the C++ runtime's words for it.
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "std::bad_alloc", "OutOfMemoryError", "out of memory")

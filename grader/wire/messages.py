@@ -59,7 +59,8 @@ CheckStatus = Literal["passed", "failed", "error", "timeout", "skipped", "not_at
 # How a check ends besides a check's own ``fail("ex3....")`` ids, which each check module declares
 # in its MESSAGES (grader/score/texts/__init__.py): the texts are grader/score/texts/<lang>.yaml's.
 RuntimeMessage = Literal[
-    "not_attempted", "learner_raised", "cuda_api_off_cuda", "memory_limit", "file_size_limit",
+    "not_attempted", "learner_raised", "cuda_api_off_cuda", "generator_off_device", "pin_off_cpu",
+    "memory_limit", "file_size_limit",
     "check_timeout", "function_timed_out", "assertion", "grader_internal", "tampered", "learner_broke_protocol",
     "tampered_figure", "learner_side_failed",
     "child_died", "cpu_limit", "process_limit", "run_timeout", "died_on_import", "import_timeout",

@@ -1,6 +1,6 @@
 # mistake: train_steps makes the device the default (torch.set_default_device) and feeds the batch through a shuffling DataLoader: its sampler draws the permutation on the default device with its own CPU generator, which PyTorch refuses ("Expected a 'cuda' device type for generator but found 'cpu'") on every device but the CPU
 # fails: ex5.fp32_losses, ex5.fp16_uses_grad_scaler, ex5.bf16_uses_autocast, ex5.modern_amp_api, ex5.moves_model_and_data, ex5.amp_saves_memory
-# message: learner_raised
+# message: generator_off_device
 # idiom: torch.set_default_tensor_type / set_default_device with a DataLoader(shuffle=True) (pytorch/pytorch issue #58545; the same error in zhang-can/CoLA#10, tianyu0207/RTFM#47, amdegroot/ssd.pytorch#578)
 # source: https://github.com/pytorch/pytorch/issues/58545
 """Bài tập 5 — đặt device mặc định rồi dùng DataLoader(shuffle=True)."""

@@ -1,6 +1,6 @@
 # mistake: train_steps moves the whole dataset to the device first and then hands it to a DataLoader(pin_memory=True), as the performance guides advise: pinning a tensor already on the GPU raises "cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned"
 # fails: ex5.fp32_losses, ex5.fp16_uses_grad_scaler, ex5.bf16_uses_autocast, ex5.modern_amp_api, ex5.moves_model_and_data, ex5.amp_saves_memory
-# message: learner_raised
+# message: pin_off_cpu
 # idiom: a dataset put on the GPU behind DataLoader(pin_memory=True) (unit8co/darts#436, DavidWBressler/GCNN#2, scverse/scvi-tools#1713)
 # source: https://github.com/unit8co/darts/issues/436
 """Bài tập 5 — dữ liệu đã ở GPU rồi còn pin_memory=True."""
