@@ -280,6 +280,23 @@ def test_a_memory_fraction_the_learner_sets_caps_the_device(kind: str, lifts: fl
         assert s.live_bytes() == kept.nbytes + more.nbytes and s.ooms == 1
 
 
+def test_a_prefetchers_side_stream_copy_records_its_stream() -> None:
+    """NVIDIA Apex's data_prefetcher (and timm's, DALI's loaders): the next batch is copied on a side
+    stream and ``record_stream`` tells the caching allocator the main stream uses it. PyTorch's
+    argument parser took only its C ``torch.Stream``: "unknown parameter type" on the stand-in."""
+    with StandIn("cuda"):
+        host = torch.arange(12.0).reshape(3, 4).pin_memory()
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            batch = host.cuda(non_blocking=True).float()
+        torch.cuda.current_stream().wait_stream(side)
+        batch.record_stream(torch.cuda.current_stream())
+        assert torch.equal(batch.cpu(), host.clone())
+        with pytest.raises(NotImplementedError, match="'CPU' backend"):  # a CUDA kernel only, as in ATen
+            host.record_stream(torch.cuda.current_stream())
+    assert "record_stream" not in vars(torch.Tensor)  # the session put back what torch.Tensor inherits
+
+
 def test_cudnn_is_there_on_the_cuda_stand_in() -> None:
     """``torch.backends.cudnn.version()`` (in many "check your GPU" cells) read the module's own
     ``_init``, which the stand-in had set on the wrapper module around it: None on the stand-in GPU."""

@@ -149,7 +149,9 @@ class Injected:
         self._saved: list[tuple[object, str, object]] = []
 
     def set(self, owner: object, name: str, value: object) -> None:
-        self._saved.append((owner, name, getattr(owner, name, _MISSING)))
+        # A class's own attribute, not one it inherits: undo deletes what only shadowed a base's.
+        old = vars(owner).get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name, _MISSING)
+        self._saved.append((owner, name, old))
         setattr(owner, name, value)
 
     def undo(self) -> None:
@@ -406,6 +408,7 @@ class CudaRuntime:
             inj.set(torch._C, name, value)
         if self.s is not None:
             self._undo.append(_class_with_base(cuda.Stream, _stream_base(self)))
+            inj.set(torch.Tensor, "record_stream", _record_stream(torch._C.TensorBase.record_stream))
             self._undo.append(_class_with_base(cuda.Event, _event_base(self.s, "cuda")))
             self._undo.append(_class_with_base(cuda.graphs.CUDAGraph, _graph_base(self)))
             self._undo.append(_class_with_base(cuda.memory.MemPool, _pool_base()))
@@ -628,6 +631,20 @@ def _stream_base(runtime: CudaRuntime) -> type:
             return f"<torch.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.cuda_stream:#x}>"
 
     return StreamBase
+
+
+def _record_stream(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Tensor.record_stream(stream)`` (a prefetcher's copy on a side stream, NVIDIA Apex's
+    data_prefetcher): PyTorch's argument parser takes only its C ``torch.Stream``, which the stand-in's
+    ``torch.cuda.Stream`` cannot derive from (a class's base of another layout cannot be swapped in),
+    and said "unknown parameter type". The same stream, as the C type, goes on to the dispatcher."""
+    def record_stream(self: torch.Tensor, stream: Any) -> Any:
+        if isinstance(stream, torch.cuda.Stream) and torch.Stream not in type(stream).__mro__:  # the stand-in's
+            stream = torch.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
+                                  device_type=stream.device_type)
+        return original(self, stream)
+
+    return record_stream
 
 
 def _graph_base(runtime: CudaRuntime) -> type:

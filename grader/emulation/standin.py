@@ -346,7 +346,10 @@ class StandIn:
             copy = args[0].clone()
             self._place(copy, on_device=False)
             return copy
-        if func is aten.record_stream.default:
+        if func is aten.record_stream.default:  # the caching allocator's bookkeeping: nothing to emulate
+            if not places or places[0] != "device":  # a CUDA kernel only, as in ATen
+                raise NotImplementedError("Could not run 'aten::record_stream' with arguments from the 'CPU' "
+                                          "backend.")
             return None
         if func in ops.QUERIES:
             return func(*args, **kwargs)
