@@ -82,18 +82,20 @@ class Wrap:
     make: Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-def standing_for(real: type, make: Callable[..., Any]) -> type:
+def standing_for(real: type, make: Callable[..., Any], also: tuple[type, ...] = ()) -> type:
     """A class to put in place of the library class ``real`` for a session (``torch.device``,
-    ``torch.Generator``): calling it calls ``make``, which returns ``real``'s objects (or its
-    subclasses'); ``isinstance`` and ``issubclass`` answer for ``real``, and ``real``'s own class
+    ``torch.Generator``, ``torch.Stream``): calling it calls ``make``, which returns ``real``'s objects
+    (or its subclasses', or those of the classes ``also`` names: what stands for ``real``'s subclasses
+    on the device); ``isinstance`` and ``issubclass`` answer for all of them, and ``real``'s own class
     attributes (``torch.Generator.manual_seed``, unbound) are read through it."""
+    kinds = (real, *also)
 
     class _Meta(type):
         def __instancecheck__(cls, obj: object) -> bool:
-            return isinstance(obj, real)
+            return isinstance(obj, kinds)
 
         def __subclasscheck__(cls, sub: type) -> bool:
-            return issubclass(sub, real)
+            return issubclass(sub, kinds)
 
         def __getattr__(cls, name: str) -> Any:
             return getattr(real, name)

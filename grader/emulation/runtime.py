@@ -409,6 +409,8 @@ class CudaRuntime:
         if self.s is not None:
             self._undo.append(_class_with_base(cuda.Stream, _stream_base(self)))
             inj.set(torch.Tensor, "record_stream", _record_stream(torch._C.TensorBase.record_stream))
+            inj.set(torch, "Event", generic_event(self.s, "cuda"))
+            inj.set(torch, "Stream", _generic_stream())
             self._undo.append(_class_with_base(cuda.Event, _event_base(self.s, "cuda")))
             self._undo.append(_class_with_base(cuda.graphs.CUDAGraph, _graph_base(self)))
             self._undo.append(_class_with_base(cuda.memory.MemPool, _pool_base()))
@@ -640,8 +642,8 @@ def _record_stream(original: Callable[..., Any]) -> Callable[..., Any]:
     and said "unknown parameter type". The same stream, as the C type, goes on to the dispatcher."""
     def record_stream(self: torch.Tensor, stream: Any) -> Any:
         if isinstance(stream, torch.cuda.Stream) and torch.Stream not in type(stream).__mro__:  # the stand-in's
-            stream = torch.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
-                                  device_type=stream.device_type)
+            stream = torch._C.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
+                                     device_type=stream.device_type)
         return original(self, stream)
 
     return record_stream
@@ -780,6 +782,55 @@ def _event_base(s: Device, kind: str) -> type:
     return EventBase
 
 
+def generic_event(s: Device, kind: str) -> type:
+    """``torch.Event``, the device-generic event of ``torch.accelerator``'s timing idiom
+    (``torch.Event(enable_timing=True)`` after ``torch.accelerator.synchronize()``): a C class that
+    this CPU build makes only for the CPU, which "doesn't support events". On the stand-in it is the
+    device's event (the same clock reads as ``torch.cuda.Event``'s), for ``device`` None (the current
+    accelerator) or the stand-in's kind; the CPU's refusal stays PyTorch's."""
+    base: Any = _event_base(s, kind)
+
+    class Event(base):  # type: ignore[misc]
+        _device: torch.device
+
+        def __new__(cls, device: Any = None, *, enable_timing: bool = False, blocking: bool = False,
+                    interprocess: bool = False) -> Any:
+            where = torch.device(kind, device) if isinstance(device, int) else torch.device(device or kind)
+            if where.type != kind:
+                if where.type == "cpu":
+                    raise RuntimeError("cpu backend doesn't support events.")
+                raise RuntimeError(f"PyTorch is not linked with support for {where.type} devices")
+            self = base.__new__(cls, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+            self._device = torch.device(kind, where.index or 0)
+            return self
+
+        @property
+        def device(self) -> torch.device:
+            return self._device
+
+        def __repr__(self) -> str:
+            return f"torch.Event device_type={kind}, device_index={self._device.index}, event_flag=" \
+                   f"{'PYTORCH_DEFAULT' if self.enable_timing else 'BACKEND_DEFAULT'}"
+
+    Event.__module__, Event.__qualname__ = "torch", "Event"
+    return Event
+
+
+def _generic_stream() -> type:
+    """``torch.Stream(device)`` on the CUDA stand-in: its ``torch.cuda.Stream`` (one queue, the
+    timeline's), and ``isinstance(s, torch.Stream)`` holds for every stream there, as a CUDA
+    build's streams all derive from the C ``torch.Stream``."""
+    real = torch._C.Stream
+
+    def make(device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
+        where = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
+        if where.type != "cuda" or kwargs:
+            return real(device, priority=priority, **kwargs)  # PyTorch's own answer (or refusal)
+        return torch.cuda.Stream(device=where, priority=priority)
+
+    return standing_for(real, make, also=(torch.cuda.Stream,))
+
+
 class AcceleratorRuntime:
     """torch._C's accelerator functions, for torch.accelerator on the stand-in."""
 
@@ -912,6 +963,8 @@ class MpsRuntime:
         for name, value in self.c_functions().items():
             inj.set(torch._C, name, value)
         inj.set(torch.mps, "_default_mps_generator", None)
+        if self.s is not None:
+            inj.set(torch, "Event", generic_event(self.s, "mps"))
         accelerator = AcceleratorRuntime(self.s, "mps", current=lambda: 0, set_current=lambda i: None,
                                          exchange=lambda i: 0, stats=lambda device=None: device_stats(self.s),
                                          info=self._memory_info)
