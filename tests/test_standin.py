@@ -313,9 +313,13 @@ def test_the_device_generic_event_and_stream_are_the_devices(kind: str) -> None:
         assert a.elapsed_time(b) > 0  # milliseconds of the device's timeline
         with pytest.raises(RuntimeError, match="cpu backend doesn't support events"):
             torch.Event("cpu")
-        if kind == "cuda":  # every CUDA stream is a torch.Stream, as in a CUDA build
-            assert isinstance(torch.Stream("cuda"), torch.cuda.Stream)
-            assert isinstance(torch.cuda.current_stream(), torch.Stream)
+        # every stream of the device is a torch.Stream, as in a GPU build
+        assert isinstance(torch.accelerator.current_stream(), torch.Stream)
+        made = torch.Stream(kind)
+        assert isinstance(made, torch.Stream) and made.device == torch.device(kind, 0)
+        made.synchronize()
+        if kind == "cuda":
+            assert isinstance(made, torch.cuda.Stream) and isinstance(torch.cuda.current_stream(), torch.Stream)
     assert torch.Event is torch._C.Event and torch.Stream is torch._C.Stream  # put back
 
 

@@ -410,7 +410,7 @@ class CudaRuntime:
             self._undo.append(_class_with_base(cuda.Stream, _stream_base(self)))
             inj.set(torch.Tensor, "record_stream", _record_stream(torch._C.TensorBase.record_stream))
             inj.set(torch, "Event", generic_event(self.s, "cuda"))
-            inj.set(torch, "Stream", _generic_stream())
+            inj.set(torch, "Stream", generic_stream("cuda", cuda.Stream, cuda.Stream))
             self._undo.append(_class_with_base(cuda.Event, _event_base(self.s, "cuda")))
             self._undo.append(_class_with_base(cuda.graphs.CUDAGraph, _graph_base(self)))
             self._undo.append(_class_with_base(cuda.memory.MemPool, _pool_base()))
@@ -816,19 +816,20 @@ def generic_event(s: Device, kind: str) -> type:
     return Event
 
 
-def _generic_stream() -> type:
-    """``torch.Stream(device)`` on the CUDA stand-in: its ``torch.cuda.Stream`` (one queue, the
-    timeline's), and ``isinstance(s, torch.Stream)`` holds for every stream there, as a CUDA
-    build's streams all derive from the C ``torch.Stream``."""
+def generic_stream(kind: str, device_stream: type, make_device_stream: Callable[..., Any]) -> type:
+    """``torch.Stream(device)`` on a stand-in: the device's own stream class (``torch.cuda.Stream``, one
+    queue on the timeline; MPS's single stream), and ``isinstance(s, torch.Stream)`` holds for every
+    stream there, as a GPU build's streams all derive from the C ``torch.Stream``; another device's
+    stream is PyTorch's own answer (or its refusal)."""
     real = torch._C.Stream
 
     def make(device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
-        where = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
-        if where.type != "cuda" or kwargs:
-            return real(device, priority=priority, **kwargs)  # PyTorch's own answer (or refusal)
-        return torch.cuda.Stream(device=where, priority=priority)
+        where = torch.device(kind, device) if isinstance(device, int) else torch.device(device or kind)
+        if where.type != kind or kwargs:
+            return real(device, priority=priority, **kwargs)
+        return make_device_stream(device=where, priority=priority)
 
-    return standing_for(real, make, also=(torch.cuda.Stream,))
+    return standing_for(real, make, also=(device_stream,))
 
 
 class AcceleratorRuntime:
@@ -965,6 +966,7 @@ class MpsRuntime:
         inj.set(torch.mps, "_default_mps_generator", None)
         if self.s is not None:
             inj.set(torch, "Event", generic_event(self.s, "mps"))
+            inj.set(torch, "Stream", generic_stream("mps", _MpsStream, lambda **_: _MpsStream(self.s)))
         accelerator = AcceleratorRuntime(self.s, "mps", current=lambda: 0, set_current=lambda i: None,
                                          exchange=lambda i: 0, stats=lambda device=None: device_stats(self.s),
                                          info=self._memory_info)
