@@ -641,7 +641,7 @@ def _record_stream(original: Callable[..., Any]) -> Callable[..., Any]:
     ``torch.cuda.Stream`` cannot derive from (a class's base of another layout cannot be swapped in),
     and said "unknown parameter type". The same stream, as the C type, goes on to the dispatcher."""
     def record_stream(self: torch.Tensor, stream: Any) -> Any:
-        if isinstance(stream, torch.cuda.Stream) and torch.Stream not in type(stream).__mro__:  # the stand-in's
+        if isinstance(stream, torch.cuda.Stream) and torch._C.Stream not in type(stream).__mro__:  # the stand-in's
             stream = torch._C.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
                                      device_type=stream.device_type)
         return original(self, stream)
@@ -800,8 +800,10 @@ def generic_event(s: Device, kind: str) -> type:
                 if where.type == "cpu":
                     raise RuntimeError("cpu backend doesn't support events.")
                 raise RuntimeError(f"PyTorch is not linked with support for {where.type} devices")
+            if where.index not in (None, 0):  # one GPU
+                raise RuntimeError(f"{kind.upper()} error: invalid device ordinal")
             self = base.__new__(cls, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
-            self._device = torch.device(kind, where.index or 0)
+            self._device = torch.device(kind, 0)
             return self
 
         @property
