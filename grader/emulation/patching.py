@@ -82,6 +82,31 @@ class Wrap:
     make: Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
+_MISSING = object()
+
+
+class Injected:
+    """Attributes set for a duration and put back (deleted where they did not exist)."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[object, str, object]] = []
+
+    def set(self, owner: object, name: str, value: object) -> None:
+        # A class's own attribute, not one it inherits: undo deletes what only shadowed a base's.
+        old = vars(owner).get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name, _MISSING)
+        self._saved.append((owner, name, old))
+        setattr(owner, name, value)
+
+    def undo(self) -> None:
+        for owner, name, old in reversed(self._saved):
+            if old is _MISSING:
+                with contextlib.suppress(AttributeError):
+                    delattr(owner, name)
+            else:
+                setattr(owner, name, old)
+        self._saved.clear()
+
+
 class _StandingFor(type):
     """The metaclass of every ``standing_for`` class: one, shared. (A metaclass made for each session
     took 0.5 ms to build, three a CUDA stand-in session: most of a session's start.)"""

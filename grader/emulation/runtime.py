@@ -19,12 +19,11 @@ from typing import Any, Protocol
 
 import torch
 
-from grader.emulation.patching import LearnerCode, patched, standing_for
+from grader.emulation.patching import Injected, LearnerCode, patched, standing_for
 from grader.emulation.surface import LEGACY_DTYPES
 from grader.reference.device import CAPABILITY, NAMES, NO_CUDA, TOTAL_MEMORY
 
 MiB = 1024 * 1024
-_MISSING = object()
 __all__ = ["CudaRuntime", "MpsRuntime", "cpu_build_cuda_patches", "device_type_for", "machine"]
 
 
@@ -140,28 +139,6 @@ def device_stats(s: Device | None) -> dict[str, Any]:
     live = s.memory_read()
     return _stats(live, s.peak, s.reserved(), s.peak_reserved, count=s.live_count(), allocations=s.allocations,
                   ooms=s.ooms)
-
-
-class Injected:
-    """Attributes set for a duration and put back (deleted where they did not exist)."""
-
-    def __init__(self) -> None:
-        self._saved: list[tuple[object, str, object]] = []
-
-    def set(self, owner: object, name: str, value: object) -> None:
-        # A class's own attribute, not one it inherits: undo deletes what only shadowed a base's.
-        old = vars(owner).get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name, _MISSING)
-        self._saved.append((owner, name, old))
-        setattr(owner, name, value)
-
-    def undo(self) -> None:
-        for owner, name, old in reversed(self._saved):
-            if old is _MISSING:
-                with contextlib.suppress(AttributeError):
-                    delattr(owner, name)
-            else:
-                setattr(owner, name, old)
-        self._saved.clear()
 
 
 def _class_with_base(cls: type, base: type) -> Callable[[], None]:

@@ -31,10 +31,11 @@ from typing import Any, Protocol
 
 import torch
 
+from grader.emulation.patching import Injected
+
 _STORAGE = torch.UntypedStorage
 _REAL_DEVICE = torch._C.StorageBase.__dict__["device"]  # the C getter: the real (CPU) device
 _REAL_NEW = torch._C.StorageBase.__new__
-PATCHED = ("device", "__new__")  # what a session sets on torch.UntypedStorage, and puts back
 
 
 class Holder(Protocol):
@@ -59,8 +60,6 @@ class Holder(Protocol):
 @contextlib.contextmanager
 def device_storages(holder: Holder) -> Iterator[None]:
     """``torch.UntypedStorage``'s device and constructor as ``holder``'s machine has them, until the end."""
-    saved = {name: _STORAGE.__dict__.get(name) for name in PATCHED}
-
     def device(storage: torch.UntypedStorage) -> torch.device:
         real: torch.device = _REAL_DEVICE.__get__(storage)
         return holder.index0 if real.type == "cpu" and holder.holds(storage) else real
@@ -71,16 +70,13 @@ def device_storages(holder: Holder) -> Iterator[None]:
             return _made_on(holder.device, args[0] if args else 0)
         return _REAL_NEW(cls, *args, **kwargs)
 
-    _STORAGE.device = property(device)  # type: ignore[assignment]
-    _STORAGE.__new__ = staticmethod(new)  # type: ignore[method-assign]
+    injected = Injected()  # put back even where the learner's code deleted them
+    injected.set(_STORAGE, "device", property(device))
+    injected.set(_STORAGE, "__new__", staticmethod(new))
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is not None:
-                setattr(_STORAGE, name, value)
-            elif name in _STORAGE.__dict__:  # (the learner's code may have deleted it already)
-                delattr(_STORAGE, name)
+        injected.undo()
 
 
 def _made_on(device: torch.device, size_or_data: int | Sequence[int]) -> torch.UntypedStorage:
