@@ -386,9 +386,10 @@ class CudaRuntime:
         if self.s is not None:
             self._undo.append(_class_with_base(cuda.Stream, _stream_base(self)))
             inj.set(torch.Tensor, "record_stream", _record_stream(torch._C.TensorBase.record_stream))
-            inj.set(torch, "Event", generic_event(self.s, "cuda"))
+            events = _event_base(self.s, "cuda")  # torch.cuda.Event's base and torch.Event's
+            inj.set(torch, "Event", generic_event(events, "cuda"))
             inj.set(torch, "Stream", generic_stream("cuda", cuda.Stream, cuda.Stream))
-            self._undo.append(_class_with_base(cuda.Event, _event_base(self.s, "cuda")))
+            self._undo.append(_class_with_base(cuda.Event, events))
             self._undo.append(_class_with_base(cuda.graphs.CUDAGraph, _graph_base(self)))
             self._undo.append(_class_with_base(cuda.memory.MemPool, _pool_base()))
             pools = itertools.count(1)
@@ -759,13 +760,13 @@ def _event_base(s: Device, kind: str) -> type:
     return EventBase
 
 
-def generic_event(s: Device, kind: str) -> type:
+def generic_event(base: Any, kind: str) -> type:
     """``torch.Event``, the device-generic event of ``torch.accelerator``'s timing idiom
     (``torch.Event(enable_timing=True)`` after ``torch.accelerator.synchronize()``): a C class that
     this CPU build makes only for the CPU, which "doesn't support events". On the stand-in it is the
     device's event (the same clock reads as ``torch.cuda.Event``'s), for ``device`` None (the current
-    accelerator) or the stand-in's kind; the CPU's refusal stays PyTorch's."""
-    base: Any = _event_base(s, kind)
+    accelerator) or the stand-in's kind; the CPU's refusal stays PyTorch's. ``base``: the session's
+    device event class (``_event_base``), which the device's own event class derives from too."""
 
     class Event(base):  # type: ignore[misc]
         _device: torch.device
@@ -883,6 +884,8 @@ class MpsRuntime:
         self._events: dict[int, Any] = {}
         self._ids = itertools.count(1)
         self.injected = Injected()
+        # the device's events (torch.mps.Event's and torch.Event's), one class a session
+        self._event_class = _event_base(s, "mps") if s is not None else None
 
     def c_functions(self) -> dict[str, object]:
         s = self.s
@@ -930,9 +933,9 @@ class MpsRuntime:
     def _acquire(self, enable_timing: bool) -> int:
         event_id = next(self._ids) + 1_000_000
         _ISSUED.add(event_id)
-        if self.s is None:
+        if self._event_class is None:
             raise RuntimeError("MPS events need the stand-in's device")
-        self._events[event_id] = _event_base(self.s, "mps")(enable_timing=enable_timing)
+        self._events[event_id] = self._event_class(enable_timing=enable_timing)
         return event_id
 
     def __enter__(self) -> MpsRuntime:
@@ -943,8 +946,8 @@ class MpsRuntime:
         for name, value in self.c_functions().items():
             inj.set(torch._C, name, value)
         inj.set(torch.mps, "_default_mps_generator", None)
-        if self.s is not None:
-            inj.set(torch, "Event", generic_event(self.s, "mps"))
+        if self._event_class is not None:  # a stand-in's device (not ex1's world with no tensors)
+            inj.set(torch, "Event", generic_event(self._event_class, "mps"))
             inj.set(torch, "Stream", generic_stream("mps", _MpsStream, lambda **_: _MpsStream(self.s)))
         accelerator = AcceleratorRuntime(self.s, "mps", current=lambda: 0, set_current=lambda i: None,
                                          exchange=lambda i: 0, stats=lambda device=None: device_stats(self.s),
