@@ -619,7 +619,7 @@ def _record_stream(original: Callable[..., Any]) -> Callable[..., Any]:
     ``torch.cuda.Stream`` cannot derive from (a class's base of another layout cannot be swapped in),
     and said "unknown parameter type". The same stream, as the C type, goes on to the dispatcher."""
     def record_stream(self: torch.Tensor, stream: Any) -> Any:
-        if isinstance(stream, torch.cuda.Stream) and torch._C.Stream not in type(stream).__mro__:  # the stand-in's
+        if isinstance(stream, torch.cuda.Stream):  # the stand-in's (a C torch.Stream of another device passes)
             stream = torch._C.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
                                      device_type=stream.device_type)
         return original(self, stream)
@@ -760,6 +760,12 @@ def _event_base(s: Device, kind: str) -> type:
     return EventBase
 
 
+def _named(kind: str, device: Any) -> torch.device:
+    """The device ``device`` names on a machine whose accelerator is ``kind`` (torch.Event's and
+    torch.Stream's argument): None is the accelerator, an index one of its devices."""
+    return torch.device(kind, device) if isinstance(device, int) else torch.device(device or kind)
+
+
 def generic_event(base: Any, kind: str) -> type:
     """``torch.Event``, the device-generic event of ``torch.accelerator``'s timing idiom
     (``torch.Event(enable_timing=True)`` after ``torch.accelerator.synchronize()``): a C class that
@@ -773,7 +779,7 @@ def generic_event(base: Any, kind: str) -> type:
 
         def __new__(cls, device: Any = None, *, enable_timing: bool = False, blocking: bool = False,
                     interprocess: bool = False) -> Any:
-            where = torch.device(kind, device) if isinstance(device, int) else torch.device(device or kind)
+            where = _named(kind, device)
             if where.type != kind:
                 if where.type == "cpu":
                     raise RuntimeError("cpu backend doesn't support events.")
@@ -804,7 +810,7 @@ def generic_stream(kind: str, device_stream: type, make_device_stream: Callable[
     real = torch._C.Stream
 
     def make(device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
-        where = torch.device(kind, device) if isinstance(device, int) else torch.device(device or kind)
+        where = _named(kind, device)
         if where.type != kind or kwargs:
             return real(device, priority=priority, **kwargs)
         return make_device_stream(device=where, priority=priority)
