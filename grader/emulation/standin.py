@@ -173,9 +173,8 @@ class StandIn:
         # 20 GiB allocation on the "16 GiB" GPU is out of memory on a laptop too, where no limit of the
         # grader's makes the host refuse it first) ...
         self.total = budget_bytes if budget_bytes is not None else TOTAL_MEMORY
-        # ... or less, where the learner's code capped it (set_per_process_memory_fraction)
+        # ... or less, where the learner's code capped it (set_per_process_memory_fraction): ``capacity``
         self.allowed: int | None = None
-        self.capacity = self.total
         # MPS runs out of memory with a plain RuntimeError; ``typed_oom`` makes it CUDA's
         # torch.OutOfMemoryError, for a check about what to do *after* an OOM on each device.
         self.untyped_oom = kind == "mps" and not typed_oom
@@ -281,7 +280,11 @@ class StandIn:
         ``.set_per_process_memory_fraction``): an allocation past it is out of memory, as PyTorch's
         allocators make it; None lifts it."""
         self.allowed = allowed
-        self.capacity = self.total if allowed is None else min(self.total, allowed)
+
+    @property
+    def capacity(self) -> int:
+        """What the device holds: its memory (or the check's budget), or the learner's cap below it."""
+        return self.total if self.allowed is None else min(self.total, self.allowed)
 
     def _oom(self, asked: int, live: int) -> BaseException:
         if self.untyped_oom:
