@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,6 +234,24 @@ def folder_with(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
     for module, text in files.items():
         (folder / f"{module}.py").write_text(text, encoding="utf-8")
     return folder
+
+
+TONE_MARKS = "\u0300\u0301\u0303\u0309\u0323"  # grave, acute, tilde, hook above, dot below
+
+
+def windows_1258(text: str) -> bytes:
+    """Vietnamese as Windows writes it in code page 1258: the letters it has (â, ơ, đ ...), tone marks
+    combined after them (ậ: â and a combining dot below)."""
+    out = b""
+    for char in text:
+        try:
+            out += char.encode("cp1258")
+        except UnicodeEncodeError:
+            parts = unicodedata.normalize("NFD", char)
+            tones = "".join(mark for mark in parts if mark in TONE_MARKS)
+            letter = unicodedata.normalize("NFC", "".join(mark for mark in parts if mark not in TONE_MARKS))
+            out += (letter + tones).encode("cp1258")
+    return out
 
 
 def copy_solutions(tmp_path: Path, name: str, *, only: tuple[str, ...] | None = None) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import MODULES, SOLUTIONS, STUBS, Graded, run_cli
+from tests.conftest import MODULES, SOLUTIONS, STUBS, Graded, run_cli, windows_1258
 from tests.submissions.catalog import CORRECT_STYLES
 
 
@@ -68,3 +68,24 @@ def test_stubs_score_zero_not_attempted(tmp_path: Path, grade_forked: Callable[.
         assert exercise["status"] == "not_attempted"
         assert {c["status"] for c in exercise["checks"]} == {"not_attempted"}
         assert all("Not attempted" in c["message"] for c in exercise["checks"])
+
+
+def test_a_file_in_the_code_page_its_coding_line_names_grades_like_its_utf8_original(
+        tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
+    """A learner's editor on Windows saves Vietnamese in code page 1258, and the file says so on its
+    first line (PEP 263): Python runs it as written, and so does the grader (it refused it as "not
+    UTF-8 text"). The same bytes without the coding line are refused, as Python refuses them."""
+    folder = tmp_path / "windows_editor"
+    folder.mkdir()
+    def solution(module: str) -> str:  # (its arrows are not in the code page)
+        return (SOLUTIONS / f"{module}.py").read_text(encoding="utf-8").replace("→", "->")
+
+    declared = "# -*- coding: cp1258 -*-\n# Bài tập 1: kiểm tra thiết bị\n" + solution("ex1_device")
+    undeclared = "# Bài tập 3: chuyển tensor\n" + solution("ex3_roundtrip")
+    (folder / "ex1_device.py").write_bytes(windows_1258(declared))
+    (folder / "ex3_roundtrip.py").write_bytes(windows_1258(undeclared))
+    graded = grade_forked(folder)
+    assert graded.code == 0 and graded.report is not None, graded.stderr
+    assert graded.exercise("ex1")["status"] == "passed", graded.exercise("ex1")["checks"]
+    ex3 = graded.exercise("ex3")
+    assert ex3["status"] == "error" and "UTF-8" in ex3["checks"][0]["message"], ex3

@@ -15,6 +15,7 @@ from grader.intake import discover
 from grader.intake.discover import stage
 from grader.intake.downloads import GRADESCOPE_METADATA, claim, gradescope_metadata
 from grader.intake.roster import MAX_BYTES, ClassList, Roster, assign, match, read_roster
+from tests.conftest import windows_1258
 
 # Canvas's gradebook export, as app/models/gradebook_exporter.rb writes it: the "Points Possible"
 # row, sortable names, the Integration ID-less SIS columns.
@@ -120,20 +121,8 @@ def test_names_are_kept_exactly(tmp_path: Path) -> None:
     assert roster.members[0].name == decomposed
 
 
-def _windows_1258(text: str) -> bytes:
-    """Vietnamese as Windows writes it in code page 1258: the letters it has, tone marks combined."""
-    out = b""
-    for char in text:
-        try:
-            out += char.encode("cp1258")
-        except UnicodeEncodeError:
-            parts = unicodedata.normalize("NFD", char)
-            out += unicodedata.normalize("NFC", parts[:-1]).encode("cp1258") + parts[-1].encode("cp1258")
-    return out
-
-
 def test_a_code_page_is_named_never_guessed(tmp_path: Path) -> None:
-    raw = _windows_1258(PLAIN_VI)
+    raw = windows_1258(PLAIN_VI)
     with pytest.raises(GraderError, match=r"not UTF-8 .*--roster-encoding"):
         roster_of(tmp_path, raw)
     names = [m.name for m in roster_of(tmp_path, raw, encoding="cp1258").members]

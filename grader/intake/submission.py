@@ -29,10 +29,12 @@ from __future__ import annotations
 import ast
 import codecs
 import errno
+import io
 import json
 import os
 import re
 import stat
+import tokenize
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -321,6 +323,9 @@ def _decode(raw: bytes, origin: str, *, is_notebook: bool) -> str | LoadProblem:
     try:
         text = raw[len(bom) :].decode("utf-8")
     except UnicodeDecodeError as error:
+        declared = None if is_notebook else _declared_text(raw)  # a notebook is JSON: UTF-8 only
+        if declared is not None:
+            return declared.replace("\r\n", "\n").replace("\r", "\n")
         offset = error.start + len(bom)
         line = _line_of_offset(raw, offset)
         detail = f"byte {offset} (0x{raw[offset]:02x}, line {line}) is not valid UTF-8"
@@ -328,6 +333,19 @@ def _decode(raw: bytes, origin: str, *, is_notebook: bool) -> str | LoadProblem:
         return LoadProblem("undecodable", origin, None if is_notebook else line, None, detail)
     # compile() would accept CRLF, but a lone CR is a line break only to some tools.
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _declared_text(raw: bytes) -> str | None:
+    """A file that is not UTF-8, decoded as its coding declaration says (PEP 263: ``# -*- coding:
+    cp1258 -*-`` in its first two lines), as Python itself reads it; None without one, or where the
+    bytes are not of the encoding it names (Python refuses those files too)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        if codecs.lookup(encoding).name == "utf-8":
+            return None
+        return raw.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return None
 
 
 def _line_of_offset(raw: bytes, offset: int) -> int:
