@@ -56,6 +56,14 @@ MESSAGES = {
         "vi": "train_steps() phải trả về float của Python, nhận được {got}.",
         "en": "train_steps() must return Python floats, got {got}.",
     },
+    "ex5.model_cast": {
+        "vi": "Model đã bị ép sang {dtype} (model.half() / model.to({dtype})): mixed precision giữ trọng số ở float32 "
+              "và để torch.autocast(device_type=device.type, dtype=amp_dtype) chọn dtype cho từng phép tính — đừng "
+              "đổi dtype của model hay của inputs.",
+        "en": "The model was cast to {dtype} (model.half() / model.to({dtype})): mixed precision keeps the weights in "
+              "float32 and lets torch.autocast(device_type=device.type, dtype=amp_dtype) pick each operation's dtype "
+              "— do not change the dtype of the model or of the inputs.",
+    },
     "ex5.no_autocast": {
         "vi": "Không matmul nào chạy ở {dtype}: bọc forward và loss trong torch.autocast(device_type=device.type, "
               "dtype=amp_dtype) — với mọi device, không chỉ cuda.",
@@ -78,13 +86,16 @@ def _reference_fp32(args: tuple[int, ...], steps: int, lr: float) -> tuple[float
 
 
 def train(ex5: LearnerModule, dev: Device, problem: tuple[Built, ...], steps: int,  # noqa: PLR0917
-          amp_dtype: torch.dtype | None, *, lr: float | None = None, strict: bool = False) -> list[float]:
+          amp_dtype: torch.dtype | None, *, lr: float | None = None, strict: bool = False,
+          autocast: bool = False) -> list[float]:
     """Run the learner's loop on a problem built in the learner process (inside ``with dev:``);
     a placement mistake or a wrong return type becomes its message. ``lr``: the grading's draw, for
     the checks that compare losses (the others leave the learner's default).
 
     Only ``strict`` callers (the FP32 check) charge losses returned as tensors: the other
-    checks read them as floats, so that one mistake does not cost the whole exercise.
+    checks read them as floats, so that one mistake does not cost the whole exercise. ``autocast``
+    callers (the checks that the 16-bit products come from autocast) charge a model cast to a 16-bit
+    dtype first, whatever it led to: PyTorch's "Attempting to unscale FP16 gradients", losses of nan.
     """
     model, inputs, targets = problem
     try:
@@ -96,7 +107,11 @@ def train(ex5: LearnerModule, dev: Device, problem: tuple[Built, ...], steps: in
             if where != dev.device.type:
                 fail("ex5.model_not_moved", got=where, expected=dev.device.type)
             fail("ex5.data_not_moved", where=raised.where)
+        if autocast:
+            refuse_cast(dev, model)
         raise
+    if autocast:
+        refuse_cast(dev, model)
     if not isinstance(losses, list) or len(losses) != steps:
         fail("ex5.not_list", got=repr(losses)[:60], steps=steps)
     if any(isinstance(v, torch.Tensor) for v in losses):
@@ -106,6 +121,16 @@ def train(ex5: LearnerModule, dev: Device, problem: tuple[Built, ...], steps: in
     if not all(is_number(v) for v in losses):
         fail("ex5.not_floats", got=repr(losses[:2])[:60])
     return [float(v) for v in losses]
+
+
+def refuse_cast(dev: Device, model: Built) -> None:
+    """A model whose parameters the learner's code cast to a 16-bit dtype (``model.half()``,
+    ``model.to(amp_dtype)``) trains in 16 bits without autocast — its products are 16-bit, and the
+    events say so: read back from the learner process, its parameters must still be float32."""
+    cast = sorted({str(p.dtype).removeprefix("torch.") for p in dev.inspect(model)["params"]
+                   if p.is_floating_point() and p.dtype != torch.float32})
+    if cast:
+        fail("ex5.model_cast", device=dev.label, dtype=", ".join(cast))
 
 
 def reduced_matmuls(dev: Device, dtype: torch.dtype) -> int:
