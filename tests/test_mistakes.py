@@ -9,11 +9,12 @@ on the whole catalog at once, as ``grader batch`` grades a class (tests/conftest
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from grader.course import load_course
-from tests.conftest import MODULES, Graded
+from tests.conftest import MODULES, Graded, course_with, folder_with
 from tests.submissions.catalog import Mistake, mistakes
 
 MISTAKES = mistakes()
@@ -35,3 +36,32 @@ def test_mistake_loses_exactly_its_checks(mistake: Mistake, graded_class: Callab
     assert mistake.message_prefix() in message, message
     others = [ex for ex in MODULES if ex != mistake.exercise]
     assert all(graded.exercise(ex)["status"] == "not_attempted" for ex in others)
+
+
+@pytest.mark.parametrize("loop", [
+    "            chunk = torch.empty(n_elems, dtype=torch.float32, device=device)  # rebound: the last one freed\n"
+    "            count += 1\n"
+    "        except torch.OutOfMemoryError:\n"
+    "            break\n",
+    "            chunks.append(torch.empty(n_elems, dtype=torch.float32, device=device))\n"
+    "            count += 1\n"
+    "        except torch.OutOfMemoryError:\n"
+    "            continue  # (never leaves the loop)\n",
+], ids=["chunks_not_kept", "never_breaks"])
+def test_a_fill_loop_that_never_stops_is_told_why(loop: str, tmp_path: Path,
+                                                  grade_forked: Callable[..., Graded]) -> None:
+    """A fill loop that never meets its out-of-memory error (each chunk freed by the next, so memory
+    never fills) or never leaves the loop after it runs until the check's time is up: the check says
+    what to change, not only that it ran out of time. (Outside the catalog: each costs the check's
+    limit, here 2 s of a short course, 30 s of the real one.)"""
+    code = ("import torch\n\n\ndef fill_until_oom(device, chunk_mb=64):\n"
+            "    n_elems = chunk_mb * 1024 * 1024 // 4\n    chunks, count = [], 0\n    while True:\n        try:\n"
+            f"{loop}    chunks.clear()\n    return count\n")
+    folder = folder_with(tmp_path, "fill", {"ex4_oom": code})
+    course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 2"})
+    graded = grade_forked(folder, "--course", str(course))
+    assert graded.report is not None, graded.stderr
+    first = next(c for c in graded.exercise("ex4")["checks"] if c["id"].startswith("ex4.fill_until_oom"))
+    assert first["status"] == "failed" and "still allocating" in first["message"], first
+    fills = [c for c in graded.exercise("ex4")["checks"] if c["id"].startswith("ex4.fill_until_oom")]
+    assert all(c["status"] != "passed" for c in fills), fills

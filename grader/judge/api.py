@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from grader.judge.ahead import same_for_every_grading
 from grader.judge.devices import Device, RemoteWorld, real_accelerator_type, runs_amp
-from grader.judge.outcomes import LearnerRaised, LearnerSideFailed, NotAttempted, Tampered, fail
+from grader.judge.outcomes import LearnerRaised, LearnerSideFailed, NotAttempted, Tampered, TimedOut, fail
 from grader.judge.proxy import Built, LearnerModule
 from grader.judge.trusted import allclose, array_equal, clone, is_number, ndarray_type, same_values, tensor_type
 from grader.wire.codec import cut
@@ -21,9 +21,8 @@ from grader.wire.values import device_of, type_name
 
 __all__ = [
     "Built", "Device", "DeviceKind", "DeviceMode", "Event", "Hello", "LearnerModule", "LearnerRaised",
-    "LearnerSideFailed", "MiB",
-    "NotAttempted", "RemoteWorld", "Smaller", "Tampered", "allclose", "array_equal", "clone", "cut", "device_of",
-    "fail", "is_number",
+    "LearnerSideFailed", "MiB", "NotAttempted", "RemoteWorld", "Smaller", "Tampered", "TimedOut", "allclose",
+    "array_equal", "clone", "cut", "device_of", "fail", "is_number",
     "ndarray_type", "real_accelerator_type", "runs_amp", "same_for_every_grading", "same_values", "tensor_type",
     "type_name",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from grader.judge.api import Device, LearnerModule, LearnerRaised, MiB, cut, fail
+from grader.judge.api import Device, LearnerModule, LearnerRaised, MiB, TimedOut, cut, fail
 from grader.reference.draws import Draw
 
 
@@ -20,6 +20,14 @@ def fill_budget(draw: Draw) -> int:
     allocator reserves whole segments, so there the count is measured (``dev.fill_capacity``)."""
     return int((draw.chunks_that_fit + 0.5) * draw.chunk_mb * MiB)
 MESSAGES = {
+    "ex4.fill_never_full": {
+        "vi": "fill_until_oom() vẫn còn cấp phát khi hết giờ của check, dù bộ nhớ chỉ đủ cho vài khối: nó phải dừng "
+              "ở lỗi hết bộ nhớ đầu tiên — giữ mọi khối còn sống (chunks.append(...)) để bộ nhớ thật sự đầy, và "
+              "break khỏi vòng lặp khi bắt được lỗi.",
+        "en": "fill_until_oom() was still allocating when the check's time ran out, though memory holds only a few "
+              "chunks: it must stop at the first out-of-memory error — keep every chunk alive (chunks.append(...)) "
+              "so that memory really fills up, and break out of the loop when the error comes.",
+    },
     "ex4.oom_not_caught": {
         "vi": "Lỗi hết bộ nhớ thoát ra khỏi fill_until_oom(): bắt torch.OutOfMemoryError (torch.cuda.OutOfMemoryError) "
               "quanh vòng lặp cấp phát. ({error})",
@@ -53,4 +61,8 @@ def run_fill(ex4: LearnerModule, dev: Device, draw: Draw) -> tuple[object, int]:
         if is_oom(raised):
             fail("ex4.oom_not_caught", device=dev.label, error=cut(raised.exc_text, 160))
         raise
+    except TimedOut:
+        # Under this budget the loop meets its out-of-memory error within a dozen chunks: one still
+        # running at the check's limit never kept them (a name rebound frees the last) or never left.
+        fail("ex4.fill_never_full", device=dev.label)
     return count, dev.live_bytes() - baseline
