@@ -14,7 +14,9 @@
    against a class of two in the same round, the difference over the learners it adds;
 3. a learner whose ``time_matmul`` never returns <= 40 s;
 4. a notebook with demo cells (tests/notebooks/learners/colab_lesson_demos.ipynb) <= 1.5 x the same
-   functions as a ``.py`` (its definitions only, cut out of its cells here);
+   functions as a ``.py`` (its definitions only, cut out of its cells here); beside it, not a target,
+   the lesson's own N = 10000 speed test pasted into a notebook (kaggle_saved_version.ipynb), whose
+   cell no limit can stop before its one C call ends;
 5. no single check >= 0.5 s on the reference solutions (the report's per-check ``seconds``).
 
 Wall time on a machine shared with other work grows with their load; CPU time hardly does, so
@@ -86,8 +88,9 @@ def grade(submission: Path, out: Path, *extra: str) -> list[str]:
 
 
 def definitions_only(notebook: Path) -> str:
-    """The notebook's imports, functions, classes and UPPER_CASE constants, as one .py: what its
-    exercises define, without a demo cell."""
+    """The notebook's imports, functions, classes and capitalised names (UPPER_CASE constants, aliases
+    such as ``OOMError = torch.OutOfMemoryError``), as one .py: what its exercises define, without a demo
+    cell."""
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     kept: list[str] = []
     for cell in cells:
@@ -100,7 +103,7 @@ def definitions_only(notebook: Path) -> str:
             continue
         for node in tree.body:
             constant = isinstance(node, ast.Assign) and all(
-                isinstance(t, ast.Name) and t.id.isupper() for t in node.targets)
+                isinstance(t, ast.Name) and t.id[:1].isupper() for t in node.targets)
             if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)) or constant:
                 kept.append(ast.get_source_segment(text, node) or "")
     return "\n\n".join(kept) + "\n"
@@ -197,6 +200,20 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
         line("4. notebook with demo cells / its functions", notebook.wall / plain.wall, 1.5, "x",
              f"({notebook.wall:.1f} s vs {plain.wall:.1f} s; scores {scores[0]:g}, {scores[1]:g}; CPU "
              f"{notebook_cpu:.1f} vs {plain_cpu:.1f} s = {notebook_cpu / plain_cpu:.2f} x, --isolation none)")
+
+        # Not the target's notebook, but what learners hand in: the lesson's own speed test pasted as it is,
+        # a CPU matmul of N = 10000 in one C call that the learner process cannot interrupt, so its cell
+        # costs the course's cell limit, the grace and a restart (docs/performance.md).
+        pasted = ROOT / "tests" / "notebooks" / "learners" / "kaggle_saved_version.ipynb"
+        pasted_defs = work / "kaggle_saved_version.py"
+        pasted_defs.write_text(definitions_only(pasted), encoding="utf-8")
+        pasted_nb = timed(grade(pasted, work / "pasted-nb.yaml"))
+        pasted_py = timed(grade(pasted_defs, work / "pasted.yaml"))
+        pasted_scores = [yaml.safe_load((work / name).read_text(encoding="utf-8"))["score"]
+                         for name in ("pasted-nb.yaml", "pasted.yaml")]
+        print(f"   the lesson's own N = 10000 speed test pasted in ({pasted.name}, once): {pasted_nb.wall:.1f} s vs "
+              f"{pasted_py.wall:.1f} s = {pasted_nb.wall / pasted_py.wall:.2f} x (scores {pasted_scores[0]:g}, "
+              f"{pasted_scores[1]:g}); its cell stops at the course's cell limit")
 
         seconds = sorted(((float(c.get("seconds") or 0.0), c["id"]) for ex in report["exercises"].values()
                           for c in ex["checks"]), reverse=True)
