@@ -416,6 +416,30 @@ def test_folder_of_exercise_files_affects_each_exercise_alone(tmp_path: Path) ->
     assert submission.problems == {}
 
 
+def test_folder_files_renamed_on_their_way_are_found_when_unambiguous(tmp_path: Path) -> None:
+    """An editor's capitals and dashes, a browser's second download ("ex5_amp (1).ipynb"): each still
+    names one exercise's file, which is graded under the exercise's module; the name as written wins
+    over a renamed copy, and two renamed candidates for one exercise would be a guess: neither."""
+    folder = tmp_path / "dang_g"
+    folder.mkdir()
+    (folder / "Ex1_Device.py").write_text("def pick_device():\n    return 1\n")
+    (folder / "ex2_timing.py").write_text("def time_matmul(n, device, repeats=5):\n    return 0.0\n")
+    (folder / "ex2_timing (1).py").write_text("def time_matmul(n, device, repeats=5):\n    return 1.0\n")
+    (folder / "ex3-roundtrip.py").write_text("def roundtrip(x, device):\n    return x\n")
+    (folder / "EX4_OOM.py").write_text("def fill_until_oom(device, chunk_mb=64):\n    return 0\n")
+    (folder / "ex4_oom (2).py").write_text("def fill_until_oom(device, chunk_mb=64):\n    return 1\n")
+    write_notebook(folder / "ex5_amp (1).ipynb", [v4.new_code_cell("def train_steps():\n    return []")])
+
+    submission = load_submission(folder, MODULES)
+
+    assert set(submission.sources) == {"ex1", "ex2", "ex3", "ex5"}, submission
+    origins = {ex: (source.module, source.origin) for ex, source in submission.sources.items()}
+    assert origins == {"ex1": ("ex1_device", "Ex1_Device.py"), "ex2": ("ex2_timing", "ex2_timing.py"),
+                       "ex3": ("ex3_roundtrip", "ex3-roundtrip.py"), "ex5": ("ex5_amp", "ex5_amp (1).ipynb")}
+    assert functions_defined(submission.sources["ex3"]) == {"roundtrip"}
+    assert submission.problems == {}
+
+
 def test_folder_with_one_notebook_of_another_name_is_a_single_file(tmp_path: Path) -> None:
     folder = tmp_path / "pham_d"
     folder.mkdir()

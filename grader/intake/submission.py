@@ -138,8 +138,12 @@ def _load_folder(folder: Path, learner: str, exercise_modules: Mapping[str, str]
     name = submitted_as(folder.name or folder.resolve().name)
     sources: dict[str, Source] = {}
     problems: dict[str, LoadProblem] = {}
+    entries: list[os.DirEntry[str]] | None = None  # listed once, where a name is not found as written
     for exercise, module in exercise_modules.items():
         file = _exercise_file(folder, module)
+        if file is None:
+            entries = folder_entries(folder) if entries is None else entries
+            file = _renamed_file(folder, entries, module)
         if file is None:
             continue
         loaded = _load_file(file, file.name, module, max_bytes)
@@ -187,6 +191,31 @@ def _exercise_file(folder: Path, module: str) -> Path | None:
             continue
         if not stat.S_ISDIR(mode):
             return file
+    return None
+
+
+# What a file's name becomes on its way to a submission: a browser's second download ("ex1_device (1).py"),
+# an editor's capitals or dashes ("Ex1_Device.py", "ex1-device.py").
+_DOWNLOAD_COPY = re.compile(r"\s*\(\d{1,3}\)$")
+
+
+def _plain_name(stem: str) -> str:
+    return _DOWNLOAD_COPY.sub("", stem).replace("-", "_").replace(" ", "_").casefold()
+
+
+def _renamed_file(folder: Path, entries: list[os.DirEntry[str]], module: str) -> Path | None:
+    """The exercise's file under a name the way to the grader changed (``_plain_name``), where exactly
+    one file of the folder has it (a `.py` before a notebook, as for the name itself); two would be
+    a guess, and none is taken."""
+    for suffix in SUFFIXES:
+        found = [entry for entry in entries
+                 if os.path.splitext(entry.name)[1].lower() == suffix
+                 and _plain_name(os.path.splitext(entry.name)[0]) == module
+                 and not entry.is_dir(follow_symlinks=False)]
+        if len(found) == 1:
+            return folder / found[0].name
+        if found:
+            return None
     return None
 
 
