@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import pickle
+import unicodedata
 from pathlib import Path
 
 import nbformat
@@ -438,6 +439,27 @@ def test_folder_files_renamed_on_their_way_are_found_when_unambiguous(tmp_path: 
                        "ex3": ("ex3_roundtrip", "ex3-roundtrip.py"), "ex5": ("ex5_amp", "ex5_amp (1).ipynb")}
     assert functions_defined(submission.sources["ex3"]) == {"roundtrip"}
     assert submission.problems == {}
+
+
+@pytest.mark.parametrize("names", [
+    ("Copy of ex1_device.ipynb", "Copy of ex3_roundtrip.ipynb"),  # Colab's "Save a copy in Drive", downloaded
+    (unicodedata.normalize("NFD", "Bản sao của ex1_device.ipynb"), "Bản sao của ex3_roundtrip.ipynb"),  # in Vietnamese
+    ("ex1_device-Copy1.ipynb", "ex3_roundtrip-Copy2.ipynb"),  # Jupyter's "Duplicate"
+    ("ex1_device - Copy.py", "ex3_roundtrip - Copy (2).py"),  # Windows Explorer's copy
+], ids=["colab", "colab_vi", "jupyter", "windows"])
+def test_folder_of_copies_of_exercise_files_grades_each(tmp_path: Path, names: tuple[str, str]) -> None:
+    folder = tmp_path / "ly_h"
+    folder.mkdir()
+    for name, code in zip(names, ("def pick_device():\n    return 1", "def roundtrip(x, device):\n    return x"),
+                          strict=True):
+        if name.endswith(".ipynb"):
+            write_notebook(folder / name, [v4.new_code_cell(code)])
+        else:
+            (folder / name).write_text(code + "\n")
+
+    submission = load_submission(folder, MODULES)
+
+    assert {ex: source.origin for ex, source in submission.sources.items()} == {"ex1": names[0], "ex3": names[1]}
 
 
 def test_folder_with_one_notebook_of_another_name_is_a_single_file(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ import os
 import re
 import stat
 import tokenize
+import unicodedata
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -194,13 +195,18 @@ def _exercise_file(folder: Path, module: str) -> Path | None:
     return None
 
 
-# What a file's name becomes on its way to a submission: a browser's second download ("ex1_device (1).py"),
-# an editor's capitals or dashes ("Ex1_Device.py", "ex1-device.py").
-_DOWNLOAD_COPY = re.compile(r"\s*\(\d{1,3}\)$")
+# What a file's name becomes on its way to a submission: a copy's marks — Colab's "Copy of ..." (in
+# Vietnamese "Bản sao của ..."), Jupyter's "...-Copy1", Windows' "... - Copy", a browser's second download
+# "... (1)" — and an editor's capitals, dashes or spaces ("Ex1_Device.py", "ex1-device.py").
+_COPY_PREFIX = re.compile(r"^(copy of|bản sao của)\s+")
+_COPY_SUFFIX = re.compile(r"(\s*\(\d{1,3}\)|-copy\d{0,3}|\s+-\s+copy)$")
 
 
 def _plain_name(stem: str) -> str:
-    return _DOWNLOAD_COPY.sub("", stem).replace("-", "_").replace(" ", "_").casefold()
+    name = unicodedata.normalize("NFC", stem).casefold().strip()
+    while (shorter := _COPY_SUFFIX.sub("", _COPY_PREFIX.sub("", name))) != name:
+        name = shorter
+    return name.replace("-", "_").replace(" ", "_")
 
 
 def _renamed_file(folder: Path, entries: list[os.DirEntry[str]], module: str) -> Path | None:
