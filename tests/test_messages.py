@@ -74,7 +74,7 @@ def runtime_ids() -> dict[str, str]:
     found |= {f"top_level.{kind}": "grader/score/scoring.py" for kind in (*get_args(StopKind), "kept")}
     found |= {f"grader_error.{kind}": "grader/score/scoring.py" for kind in get_args(GraderFailureKind)}
     found |= {"function_not_defined": "grader/score/scoring.py", "not_graded": "grader/score/scoring.py",
-              "absent": "grader/score/scoring.py"}
+              "absent": "grader/score/scoring.py", "absent_others": "grader/score/scoring.py"}
     return found
 
 

@@ -12,8 +12,11 @@ import nbformat
 import pytest
 from nbformat import v4
 
+from grader.course import load_course
 from grader.errors import GraderError
 from grader.intake.submission import LoadProblem, Submission, load_submission
+from grader.score.scoring import absent_outcome
+from grader.score.texts import render
 from grader.wire.messages import Cell, Source
 from tests.submissions.catalog import MODULES
 
@@ -462,6 +465,28 @@ def test_folder_of_copies_of_exercise_files_grades_each(tmp_path: Path, names: t
     assert {ex: source.origin for ex, source in submission.sources.items()} == {"ex1": names[0], "ex3": names[1]}
 
 
+def test_an_absent_exercise_names_what_the_folder_holds(tmp_path: Path) -> None:
+    """A folder whose other files the grader cannot take as an exercise's (``bai1.py``): each absent
+    exercise's message names them, escaped, so the learner sees which file to rename; the files that
+    serve an exercise, or a notebook twin of one, are not named."""
+    folder = tmp_path / "mai_k"
+    folder.mkdir()
+    (folder / "ex3_roundtrip.py").write_text("def roundtrip(x, device):\n    return x\n")
+    write_notebook(folder / "ex3_roundtrip.ipynb", [v4.new_code_cell("x = 1")])
+    (folder / "bai1.py").write_text("def pick_device():\n    return 1\n")
+    (folder / "bai\x1b[31m2.ipynb").write_text("{}")
+    course = load_course()
+    submission = load_submission(folder, course.modules)
+    assert set(submission.sources) == {"ex3"} and submission.others == ("bai\\x1b[31m2.ipynb", "bai1.py")
+
+    ex1 = next(ex for ex in course.exercises if ex.id == "ex1")
+    outcome = absent_outcome(ex1.checks[0].id, ex1, submission)
+    assert (outcome.status, outcome.message_id) == ("not_attempted", "absent_others")
+    text = render("en", outcome.message_id, outcome.params)
+    assert "no file ex1_device.py / ex1_device.ipynb" in text and "bai\\x1b[31m2.ipynb, bai1.py" in text, text
+    assert "\x1b" not in text
+
+
 def test_folder_with_one_notebook_of_another_name_is_a_single_file(tmp_path: Path) -> None:
     folder = tmp_path / "pham_d"
     folder.mkdir()
@@ -502,7 +527,9 @@ def test_folder_with_nothing_usable_is_not_attempted(tmp_path: Path, files: list
 
     submission = load_submission(folder, MODULES)
 
-    assert submission == Submission("vu_f", folder, {}, {}, "vu_f")
+    # What it holds of .py and .ipynb files is kept for the "no file" message (two would be a guess).
+    others = tuple(sorted(name for name in files if name.endswith((".py", ".ipynb"))))
+    assert submission == Submission("vu_f", folder, {}, {}, "vu_f", others)
 
 
 def test_unsupported_suffix(tmp_path: Path) -> None:

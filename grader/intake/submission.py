@@ -94,6 +94,8 @@ class Submission:
     problems: Mapping[str, LoadProblem]  # exercise id -> why its file can't be used
     # An exercise id in neither mapping is simply absent (not attempted).
     submitted_as: str = ""  # the file or folder's name as the learner gave it, shown (grader/intake/names.py)
+    # A folder's .py and .ipynb files that serve no exercise, shown: what an absent exercise's message lists.
+    others: tuple[str, ...] = ()
 
 
 def load_submission(path: Path, exercise_modules: Mapping[str, str], *,
@@ -139,35 +141,36 @@ def _load_folder(folder: Path, learner: str, exercise_modules: Mapping[str, str]
     name = submitted_as(folder.name or folder.resolve().name)
     sources: dict[str, Source] = {}
     problems: dict[str, LoadProblem] = {}
-    entries: list[os.DirEntry[str]] | None = None  # listed once, where a name is not found as written
+    entries = folder_entries(folder)
+    used: set[str] = set()
     for exercise, module in exercise_modules.items():
-        file = _exercise_file(folder, module)
-        if file is None:
-            entries = folder_entries(folder) if entries is None else entries
-            file = _renamed_file(folder, entries, module)
+        file = _exercise_file(folder, module) or _renamed_file(folder, entries, module)
         if file is None:
             continue
+        used.add(file.name)
         loaded = _load_file(file, file.name, module, max_bytes)
         if isinstance(loaded, Source):
             sources[exercise] = loaded
         else:
             problems[exercise] = loaded
-    if sources or problems:
-        return Submission(learner, folder, sources, problems, name)
-
     candidates = [
         Path(entry.path)
-        for entry in folder_entries(folder)
+        for entry in entries
         if not entry.name.startswith(".")
         and entry.name not in IGNORED_NAMES
         and os.path.splitext(entry.name)[1].lower() in SUFFIXES
         and not entry.is_dir(follow_symlinks=False)
     ]
+    modules = set(exercise_modules.values())
+    others = tuple(shown(path.name) for path in candidates
+                   if path.name not in used and _plain_name(path.stem) not in modules)  # (a .py's notebook twin)
+    if sources or problems:
+        return Submission(learner, folder, sources, problems, name, others)
     # Two candidates (say a notebook and its .py export) would be a guess: grade neither.
     if len(candidates) == 1:
         single = _load_single(candidates[0], learner, exercise_modules, max_bytes)
         return Submission(learner, folder, single.sources, single.problems, name)
-    return Submission(learner, folder, {}, {}, name)
+    return Submission(learner, folder, {}, {}, name, others)
 
 
 def folder_entries(folder: Path) -> list[os.DirEntry[str]]:

@@ -41,9 +41,18 @@ def problem_outcome(check_id: str, problem: LoadProblem) -> CheckOutcome:
                         {"where": where, "detail": problem.detail}, "static")
 
 
+# How many of a folder's other files an absent exercise's message names.
+OTHERS_SHOWN = 5
+
+
 def absent_outcome(check_id: str, exercise: Exercise, submission: Submission) -> CheckOutcome:
+    """No file for the exercise; in a folder that holds other .py or .ipynb files, the message names
+    them (the learner's file under a name the grader does not take, "bai1.py")."""
     expected = f"{exercise.module}.py / {exercise.module}.ipynb" if submission.path.is_dir() else exercise.module
-    return CheckOutcome(check_id, "not_attempted", "absent", {"expected": expected}, "static")
+    if not submission.others:
+        return CheckOutcome(check_id, "not_attempted", "absent", {"expected": expected}, "static")
+    found = ", ".join(submission.others[:OTHERS_SHOWN]) + (", …" if len(submission.others) > OTHERS_SHOWN else "")
+    return CheckOutcome(check_id, "not_attempted", "absent_others", {"expected": expected, "found": found}, "static")
 
 
 def _sources_by_module(submission: Submission) -> dict[str, Source]:
