@@ -449,7 +449,8 @@ def test_folder_files_renamed_on_their_way_are_found_when_unambiguous(tmp_path: 
     (unicodedata.normalize("NFD", "Bản sao của ex1_device.ipynb"), "Bản sao của ex3_roundtrip.ipynb"),  # in Vietnamese
     ("ex1_device-Copy1.ipynb", "ex3_roundtrip-Copy2.ipynb"),  # Jupyter's "Duplicate"
     ("ex1_device - Copy.py", "ex3_roundtrip - Copy (2).py"),  # Windows Explorer's copy
-], ids=["colab", "colab_vi", "jupyter", "windows"])
+    ("ex1_device-1.py", "ex3_roundtrip-2.ipynb"),  # Canvas's resubmitted files
+], ids=["colab", "colab_vi", "jupyter", "windows", "canvas"])
 def test_folder_of_copies_of_exercise_files_grades_each(tmp_path: Path, names: tuple[str, str]) -> None:
     folder = tmp_path / "ly_h"
     folder.mkdir()

@@ -200,9 +200,10 @@ def _exercise_file(folder: Path, module: str) -> Path | None:
 
 # What a file's name becomes on its way to a submission: a copy's marks — Colab's "Copy of ..." (in
 # Vietnamese "Bản sao của ..."), Jupyter's "...-Copy1", Windows' "... - Copy", a browser's second download
-# "... (1)" — and an editor's capitals, dashes or spaces ("Ex1_Device.py", "ex1-device.py").
+# "... (1)", Canvas's resubmitted file "...-1" (it numbers a file whose name the learner's Canvas files
+# already hold: instructure/canvas-lms#2310) — and an editor's capitals, dashes or spaces ("Ex1_Device.py").
 _COPY_PREFIX = re.compile(r"^(copy of|bản sao của)\s+")
-_COPY_SUFFIX = re.compile(r"(\s*\(\d{1,3}\)|-copy\d{0,3}|\s+-\s+copy)$")
+_COPY_SUFFIX = re.compile(r"(\s*\(\d{1,3}\)|-copy\d{0,3}|\s+-\s+copy|-\d{1,3})$")
 
 
 def _plain_name(stem: str) -> str:
