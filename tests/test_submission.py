@@ -437,6 +437,7 @@ def test_folder_files_renamed_on_their_way_are_found_when_unambiguous(tmp_path: 
     submission = load_submission(folder, MODULES)
 
     assert set(submission.sources) == {"ex1", "ex2", "ex3", "ex5"}, submission
+    assert submission.others == ("EX4_OOM.py", "ex4_oom (2).py")  # what ex4's "no file" message names
     origins = {ex: (source.module, source.origin) for ex, source in submission.sources.items()}
     assert origins == {"ex1": ("ex1_device", "Ex1_Device.py"), "ex2": ("ex2_timing", "ex2_timing.py"),
                        "ex3": ("ex3_roundtrip", "ex3-roundtrip.py"), "ex5": ("ex5_amp", "ex5_amp (1).ipynb")}

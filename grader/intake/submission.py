@@ -161,9 +161,11 @@ def _load_folder(folder: Path, learner: str, exercise_modules: Mapping[str, str]
         and os.path.splitext(entry.name)[1].lower() in SUFFIXES
         and not entry.is_dir(follow_symlinks=False)
     ]
-    modules = set(exercise_modules.values())
+    # Not named: the files that serve an exercise, and another of an exercise that has one (a .py's notebook
+    # twin); named: two renamed candidates for an exercise that got neither.
+    served = {exercise_modules[exercise] for exercise in (*sources, *problems)}
     others = tuple(shown(path.name) for path in candidates
-                   if path.name not in used and _plain_name(path.stem) not in modules)  # (a .py's notebook twin)
+                   if path.name not in used and _plain_name(path.stem) not in served)
     if sources or problems:
         return Submission(learner, folder, sources, problems, name, others)
     # Two candidates (say a notebook and its .py export) would be a guess: grade neither.
