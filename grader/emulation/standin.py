@@ -169,11 +169,7 @@ class StandIn:
         self.timeline = Timeline()
         self.events: list[Event] = []
         self.budget = budget_bytes
-        # What the device holds: the check's budget, else the whole memory the stand-in reports (a
-        # 20 GiB allocation on the "16 GiB" GPU is out of memory on a laptop too, where no limit of the
-        # grader's makes the host refuse it first) ...
-        self.total = budget_bytes if budget_bytes is not None else TOTAL_MEMORY
-        # ... or less, where the learner's code capped it (set_per_process_memory_fraction): ``capacity``
+        # Where the learner's code capped the device's memory (set_per_process_memory_fraction): ``capacity``
         self.allowed: int | None = None
         # MPS runs out of memory with a plain RuntimeError; ``typed_oom`` makes it CUDA's
         # torch.OutOfMemoryError, for a check about what to do *after* an OOM on each device.
@@ -280,6 +276,13 @@ class StandIn:
         ``.set_per_process_memory_fraction``): an allocation past it is out of memory, as PyTorch's
         allocators make it; None lifts it."""
         self.allowed = allowed
+
+    @property
+    def total(self) -> int:
+        """What the device holds: the check's budget, else the whole memory the stand-in reports (a 20 GiB
+        allocation on the "16 GiB" GPU is out of memory on a laptop too, where no limit of the grader's
+        makes the host refuse it first)."""
+        return self.budget if self.budget is not None else TOTAL_MEMORY
 
     @property
     def capacity(self) -> int:

@@ -141,10 +141,18 @@ def _load_folder(folder: Path, learner: str, exercise_modules: Mapping[str, str]
     name = submitted_as(folder.name or folder.resolve().name)
     sources: dict[str, Source] = {}
     problems: dict[str, LoadProblem] = {}
-    entries = folder_entries(folder)
+    candidates = [
+        Path(entry.path)
+        for entry in folder_entries(folder)
+        if not entry.name.startswith(".")
+        and entry.name not in IGNORED_NAMES
+        and os.path.splitext(entry.name)[1].lower() in SUFFIXES
+        and not entry.is_dir(follow_symlinks=False)
+    ]
+    plain = {path: _plain_name(path.stem) for path in candidates}
     used: set[str] = set()
     for exercise, module in exercise_modules.items():
-        file = _exercise_file(folder, module) or _renamed_file(folder, entries, module)
+        file = _exercise_file(folder, module) or _renamed_file(plain, module)
         if file is None:
             continue
         used.add(file.name)
@@ -153,19 +161,10 @@ def _load_folder(folder: Path, learner: str, exercise_modules: Mapping[str, str]
             sources[exercise] = loaded
         else:
             problems[exercise] = loaded
-    candidates = [
-        Path(entry.path)
-        for entry in entries
-        if not entry.name.startswith(".")
-        and entry.name not in IGNORED_NAMES
-        and os.path.splitext(entry.name)[1].lower() in SUFFIXES
-        and not entry.is_dir(follow_symlinks=False)
-    ]
     # Not named: the files that serve an exercise, and another of an exercise that has one (a .py's notebook
     # twin); named: two renamed candidates for an exercise that got neither.
     served = {exercise_modules[exercise] for exercise in (*sources, *problems)}
-    others = tuple(shown(path.name) for path in candidates
-                   if path.name not in used and _plain_name(path.stem) not in served)
+    others = tuple(shown(path.name) for path in candidates if path.name not in used and plain[path] not in served)
     if sources or problems:
         return Submission(learner, folder, sources, problems, name, others)
     # Two candidates (say a notebook and its .py export) would be a guess: grade neither.
@@ -215,17 +214,14 @@ def _plain_name(stem: str) -> str:
     return name.replace("-", "_").replace(" ", "_")
 
 
-def _renamed_file(folder: Path, entries: list[os.DirEntry[str]], module: str) -> Path | None:
-    """The exercise's file under a name the way to the grader changed (``_plain_name``), where exactly
-    one file of the folder has it (a `.py` before a notebook, as for the name itself); two would be
-    a guess, and none is taken."""
+def _renamed_file(plain: Mapping[Path, str], module: str) -> Path | None:
+    """The exercise's file under a name the way to the grader changed (``plain``: each of the folder's
+    files and its ``_plain_name``), where exactly one file has it (a `.py` before a notebook, as for the
+    name itself); two would be a guess, and none is taken."""
     for suffix in SUFFIXES:
-        found = [entry for entry in entries
-                 if os.path.splitext(entry.name)[1].lower() == suffix
-                 and _plain_name(os.path.splitext(entry.name)[0]) == module
-                 and not entry.is_dir(follow_symlinks=False)]
+        found = [path for path, name in plain.items() if name == module and path.suffix.lower() == suffix]
         if len(found) == 1:
-            return folder / found[0].name
+            return found[0]
         if found:
             return None
     return None
