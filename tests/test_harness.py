@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from nbformat import v4
 
 from grader.wire.codec import encode
 from grader.wire.framing import Connection
-from grader.wire.messages import START_SEQ, Plan, PlannedCheck, Start
+from grader.wire.messages import START_SEQ, CheckEnded, Done, GraderBroken, Hello, Plan, PlannedCheck, Start
+from grader.wire.signed import parse
 from tests.conftest import (
     ROOT,
     ForkLaunchers,
@@ -375,26 +377,54 @@ def test_the_judges_pytest_leaves_out_the_plugins_it_never_uses() -> None:
             "pytest_timeout"} <= names, names
 
 
-def test_the_judge_sends_start_before_it_waits_for_anything(tmp_path: Path) -> None:
+ONE_CHECK = PlannedCheck("ex1.pick_device_returns_device",
+                         "ex1_device/test_pick_device_returns_device.py::test_pick_device_returns_device", 5.0)
+
+
+def _exec_judge(package: Path, plan: Plan, channel_w: int, judge_end: socket.socket) -> subprocess.Popen[bytes]:
+    """``python -m grader.judge`` as the grader execs it, from a copy of the package, its Plan on stdin."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    judge = subprocess.Popen([sys.executable, "-m", "grader.judge"], stdin=subprocess.PIPE, cwd=package.parent,
+                             pass_fds=(channel_w, judge_end.fileno()),
+                             env={**env, "PYTHONPATH": str(package.parent), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert judge.stdin is not None
+    judge.stdin.write(encode(plan) + b"\n")
+    judge.stdin.close()
+    return judge
+
+
+def _grader_copy(tmp_path: Path, conftest_extra: str = "") -> Path:
+    package = tmp_path / "copy" / "grader"
+    shutil.copytree(ROOT / "grader", package, ignore=shutil.ignore_patterns("__pycache__"))
+    conftest = package / "checks" / "conftest.py"
+    conftest.write_text(conftest.read_text(encoding="utf-8") + conftest_extra, encoding="utf-8")
+    return package
+
+
+def test_the_judge_sends_start_and_collects_its_checks_before_it_waits_for_anything(tmp_path: Path) -> None:
     """grader/judge/__main__.py sends the learner process its Start before its own imports (pytest,
     torch, the checks: seconds) and before the learner process's Hello, so the learner's top level
-    runs beside those imports. Here no Hello ever comes: the Start arrives all the same (before this
-    change the judge sent it only after the Hello and the checks' collection)."""
+    runs beside those imports; and an exec'd judge collects its plan's checks before it waits for the
+    Hello (``judge_collecting``), so that pytest's start too runs beside the learner process's imports
+    (before, it came after the Hello: the last step before a grading's first check). Here no Hello ever
+    comes: the Start arrives all the same, and the checks' collection ends (a hook of the copy's conftest
+    writes what it collected) while the judge still waits."""
+    collected = tmp_path / "collected.txt"
+    package = _grader_copy(tmp_path, "\n\ndef pytest_collection_finish(session):\n"
+                                     f"    open({str(collected)!r}, 'w').write(str(len(session.items)))\n")
     learner_end, judge_end = socket.socketpair()
     channel_r, channel_w = os.pipe()
     start = Start({}, str(tmp_path), 1.0, 1.0)
-    plan = Plan((PlannedCheck("ex1.pick_device_returns_device", "ex1_device/test_pick_device_returns_device.py::"
-                              "test_pick_device_returns_device", 5.0),),
-                start, "cpu", channel_w, judge_end.fileno(), "00" * 32)
-    judge = subprocess.Popen([sys.executable, "-m", "grader.judge"], stdin=subprocess.PIPE, cwd=ROOT,
-                             pass_fds=(channel_w, judge_end.fileno()), env={**os.environ, "PYTHONPATH": str(ROOT)})
+    plan = Plan((ONE_CHECK,), start, "cpu", channel_w, judge_end.fileno(), "00" * 32)
+    judge = _exec_judge(package, plan, channel_w, judge_end)
     try:
-        assert judge.stdin is not None
-        judge.stdin.write(encode(plan) + b"\n")
-        judge.stdin.close()
         seq, received = Connection(learner_end.fileno()).receive_numbered(Start, deadline=time.monotonic() + 120)
         assert (seq, received) == (START_SEQ, start)
-        assert judge.poll() is None  # still importing, or waiting for the Hello that never comes
+        deadline = time.monotonic() + 120
+        while not collected.exists() and judge.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert collected.read_text() == "2"  # the planned check and the canary
+        assert judge.poll() is None  # waiting for the Hello that never comes
     finally:
         judge.kill()
         judge.wait()
@@ -402,3 +432,34 @@ def test_the_judge_sends_start_before_it_waits_for_anything(tmp_path: Path) -> N
             os.close(fd)
         learner_end.close()
         judge_end.close()
+
+
+def test_an_exec_d_judge_whose_checks_do_not_collect_says_so_once_the_learner_process_is_up(
+        tmp_path: Path) -> None:
+    """``judge_collecting``'s other way: a check that does not import fails the collection made before
+    the Hello; the judge then waits for the Hello as before, collects again under pytest's own run, and
+    reports the grader's failure (``checks_not_loaded``, naming what did not import) — never a verdict on the
+    learner."""
+    package = _grader_copy(tmp_path)
+    check = package / "checks" / ONE_CHECK.nodeid.split("::")[0]
+    check.write_text(check.read_text(encoding="utf-8") + "\nimport no_such_module_anywhere\n", encoding="utf-8")
+    learner_end, judge_end = socket.socketpair()
+    channel_r, channel_w = os.pipe()
+    plan = Plan((ONE_CHECK,), Start({}, str(tmp_path), 1.0, 1.0), "cpu", channel_w, judge_end.fileno(), "00" * 32)
+    judge = _exec_judge(package, plan, channel_w, judge_end)
+    os.close(channel_w)
+    judge_end.close()
+    try:
+        learner = Connection(learner_end.fileno())
+        learner.receive_numbered(Start, deadline=time.monotonic() + 120)
+        learner.send(Hello(torch="2.0", cuda=None, mps=False, cpu_name="cpu"))
+        with os.fdopen(channel_r, "rb") as channel:
+            messages = [parse(bytes.fromhex("00" * 32), line) for line in channel]
+        assert judge.wait(timeout=120) == 0
+    finally:
+        judge.kill()
+        judge.wait()
+        learner_end.close()
+    broken = [m for m in messages if isinstance(m, GraderBroken)]
+    assert [m.kind for m in broken] == ["checks_not_loaded"] and "no_such_module_anywhere" in broken[0].error, messages
+    assert isinstance(messages[-1], Done) and not any(isinstance(m, CheckEnded) for m in messages), messages

@@ -305,10 +305,16 @@ def test_kernel_pieces() -> None:
         Kernel().run_line_magic("bookmark", "x")
 
 
-def test_the_top_level_runs_once_per_grading_and_grader_check_does_nothing_there(
+def test_the_top_level_runs_once_per_grading_and_finds_a_notebook_s_process_there(
         tmp_path: Path, batch_one: Any, grade: Any) -> None:
+    """``grader.check()`` does nothing there; the real IPython, imported by the learner's code (not by the
+    grader: an exec'd learner process patches it as it is imported), gives the stand-in kernel; and Python's
+    collector is on (the grader's processes turn it off through their own imports only)."""
     text = "\n\n".join(solution_text(ex) for ex in MODULES) + (
-        "\n\nprint('TOP LEVEL RAN')\nimport grader\ngrader.check()\n")
+        "\n\nprint('TOP LEVEL RAN')\nimport grader\ngrader.check()\n"
+        "from IPython import get_ipython as real_get_ipython\n"
+        "print('KERNEL', type(real_get_ipython()).__name__, real_get_ipython().getoutput('echo hi'))\n"
+        "import gc\nprint('COLLECTOR', gc.isenabled())\n")
     learner = tmp_path / "class" / "once"  # a folder holding one file serves every exercise
     learner.mkdir(parents=True)
     (learner / "bai_lam.py").write_text(text, encoding="utf-8")
@@ -316,6 +322,7 @@ def test_the_top_level_runs_once_per_grading_and_grader_check_does_nothing_there
         assert graded.report is not None and graded.report["score"] == 100.0, graded.stderr
         output = graded.report["output"]
         assert output.count("TOP LEVEL RAN") == 1  # five exercises, one file, one top level
+        assert "KERNEL Kernel ['hi']" in output and "COLLECTOR True" in output, output
         assert "Self-check" not in output and "Tự kiểm tra" not in output
         assert graded.report["top_level"] == []
 

@@ -6,11 +6,13 @@ socket. It reads its Plan — and the channel's key — from stdin and sends the
 Start at once, before it imports pytest, torch or a check (2-3 s on an exec'd judge): the learner's
 top level then runs as soon as that process has its own imports, beside the judge's, instead of
 after them. Nothing the learner process sends is read before the checks are collected
-(grader/judge/session.py ``judge``), so a failure to collect them is still the grader's alone.
+(grader/judge/session.py ``judge_collecting``, or its server's collection), so a failure to collect them
+is still the grader's alone.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -38,9 +40,14 @@ def main(collected: object = None) -> int:
         writer.send(GraderBroken("child_start_failed", f"the learner process did not start ({exc})"))
         writer.send(Done(-1))
         os._exit(0)
-    from grader.judge.session import Collected, judge  # pytest, torch and the checks' support: seconds
+    # The collector stays off through the imports and the checks' collection (as in the learner process,
+    # grader/learner/__main__.py), until ``judge`` freezes what they made.
+    gc.disable()
+    from grader.judge.session import Collected, judge, judge_collecting  # pytest, torch and the checks' support
 
-    judge(plan, conn, writer, collected if isinstance(collected, Collected) else None)
+    if isinstance(collected, Collected):
+        judge(plan, conn, writer, collected)
+    judge_collecting(plan, conn, writer)
 
 
 if __name__ == "__main__":

@@ -133,10 +133,11 @@ class _Serving:
         return True  # no check runs in the server
 
 
-def serve_collected(loop: Callable[[Collected | None], None]) -> None:
-    """Run a judge server's ``loop`` inside a pytest session that collected every check, handing it the
-    ``Collected`` checks to fork its judges with; where the collection failed, after that session, with
-    None (each judge then collects for itself, and says what failed)."""
+def serve_collected(loop: Callable[[Collected | None], None], targets: list[str] | None = None) -> None:
+    """Run ``loop`` inside a pytest session that collected ``targets`` (by default every check), handing it
+    the ``Collected`` checks — a judge server forks its judges with them, an exec'd judge judges with them
+    itself (``judge_collecting``); where the collection failed, after that session, with None (the judge
+    then collects for itself, and says what failed)."""
     # The session's terminal reporter writes to this /dev/null for every judge forked from it: at an fd
     # no child's own can take (a child moves the fds it is handed to 0, 1 and 3 on, over whatever the
     # server held there: at 4, its progress dots went into a judge's signed channel).
@@ -146,11 +147,22 @@ def serve_collected(loop: Callable[[Collected | None], None]) -> None:
     stdout, sys.stdout = sys.stdout, open(sink, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as pytest
     serving = _Serving(loop, stdout)
     try:
-        pytest.main([*session_args(), str(CHECKS_DIR)], plugins=[serving])
+        pytest.main([*session_args(), *(targets or [str(CHECKS_DIR)])], plugins=[serving])
     finally:
         sys.stdout = stdout
     if not serving.served:
         loop(None)
+
+
+def judge_collecting(plan: Plan, conn: Connection, writer: Writer) -> NoReturn:
+    """A judge no server collected for (``grader grade``'s exec'd one): collects its plan's checks before
+    it waits for the learner process's Hello — pytest's start (0.1 s) beside the learner process's own
+    imports, not after them, where it was the last step before a grading's first check — then judges
+    inside that session, as a forked judge does inside its server's. Where the collection failed,
+    ``judge`` collects again, and reports what failed."""
+    targets = [str(CHECKS_DIR / c.nodeid) for c in plan.checks]
+    serve_collected(lambda collected: judge(plan, conn, writer, collected), [*targets, str(CHECKS_DIR / CANARY)])
+    judge(plan, conn, writer, None)  # (not reached: ``judge`` ends the process)
 
 
 def judge(plan: Plan, conn: Connection, writer: Writer, collected: Collected | None = None) -> NoReturn:
@@ -167,6 +179,7 @@ def judge(plan: Plan, conn: Connection, writer: Writer, collected: Collected | N
     learner = LearnerProcess(conn, hello, writer.send)
     plugin = JudgePlugin(plan, writer, learner)
     gc.freeze()
+    gc.enable()  # (off through the imports and the collection: grader/judge/__main__.py)
     items = collected.items(plan) if collected is not None else None
     if collected is not None and items is not None:
         code: int = collected.run(plugin, items)

@@ -9,18 +9,27 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from grader.learner.deferred import defer_dynamo
-from grader.learner.kernel import Kernel, install
-from grader.learner.runner import Runner
-from grader.learner.sessions import apply_gpu_share, hello
-from grader.wire.codec import ProtocolError
-from grader.wire.framing import LEARNER_BUDGET, Connection
-from grader.wire.messages import RequestedDevice, Start, requested_device
+if TYPE_CHECKING:
+    from grader.wire.messages import RequestedDevice
 
 
 def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
     """``gpu_share``: the fraction of the GPU's memory this process may fill (a batch's workers split it)."""
+    # Python's collector walks every object an import has made so far, and torch's import makes enough for
+    # three full passes and ~400 smaller ones: 0.1-0.2 s of an exec'd process's start, measured. Off until
+    # what is imported is frozen (below), before any learner code runs. (A forked child finds its
+    # server's modules imported: nothing to collect meanwhile.)
+    gc.disable()
+    from grader.learner.deferred import defer_dynamo
+    from grader.learner.kernel import Kernel, install
+    from grader.learner.runner import Runner
+    from grader.learner.sessions import apply_gpu_share, hello
+    from grader.wire.codec import ProtocolError
+    from grader.wire.framing import LEARNER_BUDGET, Connection
+    from grader.wire.messages import Start
+
     defer_dynamo()  # the first optimizer step would import it: 2.2 CPU-s (grader/learner/deferred.py)
     conn = Connection(fd, sends=LEARNER_BUDGET)  # what the judge accepts (grader/wire/framing.py)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -37,6 +46,7 @@ def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
         # What was imported so far is never collected: a gc the learner's code triggers does not
         # walk torch's objects (nor dirty a fork server's pages).
         gc.freeze()
+        gc.enable()
         Runner(conn, gpu_share).serve(start, seq)
     except (EOFError, ConnectionError):
         pass  # the judge is done, or gone (it hangs up on a protocol break): nothing for the learner's output
@@ -49,4 +59,6 @@ def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
 
 
 if __name__ == "__main__":
+    from grader.wire.messages import requested_device
+
     sys.exit(main(int(sys.argv[1]), requested_device(sys.argv[2]), float(sys.argv[3])))

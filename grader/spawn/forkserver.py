@@ -38,7 +38,8 @@ from grader.wire.messages import ForkExited, ForkRequest, ForkStarted, Role, Ser
 PRELOAD = {
     "judge": ("torch", "numpy", "pytest", "_pytest.python", "pytest_timeout",
               "grader.judge.__main__", "grader.judge.session", "grader.judge.api"),
-    "learner": ("torch", "numpy", "grader.learner.__main__", "grader.learner.runner"),
+    "learner": ("torch", "numpy", "grader.learner.__main__", "grader.learner.deferred", "grader.learner.kernel",
+                "grader.learner.runner", "grader.learner.sessions"),
 }
 # Imported too where installed: the real IPython, which each learner process's notebook kernel
 # imports (grader/learner/kernel.py ``install``), 0.13 s a child when the server has not.
@@ -142,6 +143,7 @@ def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (
     if torch.cuda.is_initialized():
         return False
     gc.freeze()  # children's collections skip the preloaded heap, and leave its pages shared
+    gc.enable()  # (off through the imports: ``serve``)
     return True
 
 
@@ -153,6 +155,7 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
     (grader/reference/problems.py, tests/test_reference.py). The judge's server forks from inside a
     pytest session that collected every check (grader/judge/session.py ``serve_collected``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.disable()  # through the imports, as in an exec'd learner process (grader/learner/__main__.py)
     sock = socket.socket(fileno=fd)
     if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge") or (
             isolated and not isolates(work_mb)):
