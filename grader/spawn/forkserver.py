@@ -41,8 +41,9 @@ PRELOAD = {
     "learner": ("torch", "numpy", "grader.learner.__main__", "grader.learner.deferred", "grader.learner.kernel",
                 "grader.learner.runner", "grader.learner.sessions"),
 }
-# Imported too where installed: the real IPython, which each learner process's notebook kernel
-# imports (grader/learner/kernel.py ``install``), 0.13 s a child when the server has not.
+# Imported too where installed: the real IPython, which many notebooks' code imports (``from IPython.display
+# import ...``; the learner process's kernel patches it then, grader/learner/kernel.py ``when_imported``):
+# 0.13 s a child when the server has not.
 PRELOAD_IF_INSTALLED = {"judge": (), "learner": ("IPython",)}
 
 
