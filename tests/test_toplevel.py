@@ -308,10 +308,12 @@ def test_kernel_pieces() -> None:
 def test_the_top_level_runs_once_per_grading_and_finds_a_notebook_s_process_there(
         tmp_path: Path, batch_one: Any, grade: Any) -> None:
     """``grader.check()`` does nothing there; the real IPython, imported by the learner's code (not by the
-    grader: an exec'd learner process patches it as it is imported), gives the stand-in kernel; and Python's
+    grader: an exec'd learner process patches it as it is imported, after any probe of what is installed),
+    gives the stand-in kernel; and Python's
     collector is on (the grader's processes turn it off through their own imports only)."""
     text = "\n\n".join(solution_text(ex) for ex in MODULES) + (
         "\n\nprint('TOP LEVEL RAN')\nimport grader\ngrader.check()\n"
+        "import importlib.util\nprint('FOUND', importlib.util.find_spec('IPython') is not None)\n"  # as libraries probe
         "from IPython import get_ipython as real_get_ipython\n"
         "print('KERNEL', type(real_get_ipython()).__name__, real_get_ipython().getoutput('echo hi'))\n"
         "import gc\nprint('COLLECTOR', gc.isenabled())\n")
@@ -322,7 +324,7 @@ def test_the_top_level_runs_once_per_grading_and_finds_a_notebook_s_process_ther
         assert graded.report is not None and graded.report["score"] == 100.0, graded.stderr
         output = graded.report["output"]
         assert output.count("TOP LEVEL RAN") == 1  # five exercises, one file, one top level
-        assert "KERNEL Kernel ['hi']" in output and "COLLECTOR True" in output, output
+        assert "FOUND True\nKERNEL Kernel ['hi']" in output and "COLLECTOR True" in output, output
         assert "Self-check" not in output and "Tự kiểm tra" not in output
         assert graded.report["top_level"] == []
 

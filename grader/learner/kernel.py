@@ -469,7 +469,9 @@ def when_imported(name: str, patch: Callable[[types.ModuleType], None]) -> None:
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Finds one module as the finders after it do, and patches it once it has run; then steps aside."""
+    """Finds one module as the finders after it do, and patches it once it has run; then steps aside. A
+    ``find_spec`` that loads nothing (``importlib.util.find_spec("IPython")``, as libraries probe for what is
+    installed) leaves it in place."""
 
     def __init__(self, name: str, patch: Callable[[types.ModuleType], None]) -> None:
         self._name, self._patch = name, patch
@@ -477,11 +479,16 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname != self._name:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
+        spec: importlib.machinery.ModuleSpec | None = None
+        for other in sys.meta_path:
+            find = getattr(other, "find_spec", None)
+            if other is not self and find is not None:
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
         if spec is None or spec.loader is None:
             return spec
-        found, loader, patch = spec, spec.loader, self._patch
+        found, loader, patch, finder = spec, spec.loader, self._patch, self
 
         class Patching(importlib.abc.Loader):
             def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
@@ -489,6 +496,8 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 
             def exec_module(self, module: types.ModuleType) -> None:
                 module.__loader__ = found.loader = loader  # the module's own loader again, as if never patched
+                with contextlib.suppress(ValueError):
+                    sys.meta_path.remove(finder)
                 loader.exec_module(module)
                 patch(module)
 
