@@ -464,8 +464,10 @@ def when_imported(name: str, patch: Callable[[types.ModuleType], None]) -> None:
     both where IPython is installed) paid it before its first check, for code that seldom imports it."""
     if name in sys.modules:
         patch(sys.modules[name])
-    else:
-        sys.meta_path.insert(0, _PatchOnImport(name, patch))
+        return
+    # One patch a module: a later one (the kernel installed again, in the grader's own tests) replaces it.
+    sys.meta_path[:] = [f for f in sys.meta_path if not (isinstance(f, _PatchOnImport) and f.name == name)]
+    sys.meta_path.insert(0, _PatchOnImport(name, patch))
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
@@ -474,15 +476,15 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
     installed) leaves it in place."""
 
     def __init__(self, name: str, patch: Callable[[types.ModuleType], None]) -> None:
-        self._name, self._patch = name, patch
+        self.name, self._patch = name, patch
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self._name:
+        if fullname != self.name:
             return None
         spec: importlib.machinery.ModuleSpec | None = None
         for other in sys.meta_path:
             find = getattr(other, "find_spec", None)
-            if other is not self and find is not None:
+            if not isinstance(other, _PatchOnImport) and find is not None:
                 spec = find(fullname, path, target)
                 if spec is not None:
                     break
