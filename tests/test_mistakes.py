@@ -53,12 +53,16 @@ def test_a_fill_loop_that_never_stops_is_told_why(loop: str, tmp_path: Path,
     """A fill loop that never meets its out-of-memory error (each chunk freed by the next, so memory
     never fills) or never leaves the loop after it runs until the check's time is up: the check says
     what to change, not only that it ran out of time. (Outside the catalog: each costs the check's
-    limit, here 2 s of a short course, 30 s of the real one.)"""
+    limit, here 4 s of a short course, 30 s of the real one. The message needs the learner process's own
+    interrupt, at the limit or half a second into a call that starts later, to come before the judge's
+    last resort one second past the limit. With 2 s this test failed in one full run of the suite in three
+    on the 2-core machine and never alone, 21 times under load: a setup stretched past 1.5 s losing that race
+    is the likeliest cause, unconfirmed.)"""
     code = ("import torch\n\n\ndef fill_until_oom(device, chunk_mb=64):\n"
             "    n_elems = chunk_mb * 1024 * 1024 // 4\n    chunks, count = [], 0\n    while True:\n        try:\n"
             f"{loop}    chunks.clear()\n    return count\n")
     folder = folder_with(tmp_path, "fill", {"ex4_oom": code})
-    course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 2"})
+    course = course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 4"})
     graded = grade_forked(folder, "--course", str(course))
     assert graded.report is not None, graded.stderr
     first = next(c for c in graded.exercise("ex4")["checks"] if c["id"].startswith("ex4.fill_until_oom"))
