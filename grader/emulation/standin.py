@@ -58,7 +58,7 @@ from grader.emulation.generators import DeviceGenerator, generator_type_for
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patched
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.storages import device_storages
-from grader.emulation.surface import Surface, device_type_name
+from grader.emulation.surface import Call, Surface, device_type_name
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, TOTAL_MEMORY, CostModel
 from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, tensors
 from grader.wire.messages import DeviceMode, Event
@@ -111,6 +111,18 @@ def _key(t: torch.Tensor) -> int | None:
             return int(_storage(t)._cdata)
         except (RuntimeError, NotImplementedError):
             return None
+
+
+def _keyed(t: torch.Tensor) -> tuple[Any, int] | None:
+    """``t``'s storage and its key (``_key``), read once for a caller that needs both."""
+    with torch._C.DisableTorchFunction():
+        if not t.is_cpu:
+            return None
+        try:
+            storage = _storage(t)
+        except (RuntimeError, NotImplementedError):
+            return None
+        return storage, int(storage._cdata)
 
 
 def _host_refused(exc: RuntimeError) -> int | None:
@@ -192,15 +204,24 @@ class StandIn:
         self._stack = contextlib.ExitStack()
 
     @property
-    def contexts(self) -> list[bool]:
-        """Per torch-function call of this thread: whether its tensors are on the device."""
+    def contexts(self) -> list[Call]:
+        """This thread's torch-function calls under way, innermost last (the surface's)."""
         return self._thread.contexts
+
+    def _in_device_call(self) -> bool:
+        """Whether the innermost torch-function call under way has its tensors on the device."""
+        contexts = self._thread.contexts
+        return bool(contexts) and contexts[-1].on_device(self)
 
     # -- where tensors live -----------------------------------------------------------------
     def where(self, t: torch.Tensor) -> Place:
-        key = _key(t)
-        if key is None:
-            return "cpu"
+        with torch._C.DisableTorchFunction():  # (``_key``, inlined: asked for every tensor of every op)
+            if not t.is_cpu:
+                return "cpu"
+            try:
+                key = int(_storage(t)._cdata)
+            except (RuntimeError, NotImplementedError):
+                return "cpu"
         stored = self._storages.alive(key)
         if stored is None:
             return "cpu"
@@ -227,13 +248,12 @@ class StandIn:
 
     def _place(self, t: torch.Tensor, on_device: bool) -> int:
         """Record ``t``'s storage as the device's (or pinned); the bytes newly on the device."""
-        key = _key(t)
-        if key is None:
+        keyed = _keyed(t)
+        if keyed is None:
             return 0
+        storage, key = keyed
         if self._storages.alive(key) is not None:
             return 0
-        with torch._C.DisableTorchFunction():
-            storage = _storage(t)
         size = int(storage.nbytes())
         self._storages.add(key, storage, size, counted=on_device)  # (a freed storage's address reused: replaced)
         if not on_device:
@@ -330,18 +350,20 @@ class StandIn:
         """One aten op, as the emulated machine runs it."""
         to_device: bool | None = None
         pinned = False
-        if kwargs.get("device") is not None:
-            if kwargs["device"].type == "meta":  # shapes only: no memory, no kernel, no transfer
-                return func(*args, **kwargs)
-            to_device = self.target(kwargs["device"])
-            if to_device:
-                kwargs = {**kwargs, "device": torch.device("cpu")}
-        if kwargs.get("pin_memory"):
-            kwargs = {**kwargs, "pin_memory": False}
-            pinned = True
+        if kwargs:  # (most ops have none)
+            if kwargs.get("device") is not None:
+                if kwargs["device"].type == "meta":  # shapes only: no memory, no kernel, no transfer
+                    return func(*args, **kwargs)
+                to_device = self.target(kwargs["device"])
+                if to_device:
+                    kwargs = {**kwargs, "device": torch.device("cpu")}
+            if kwargs.get("pin_memory"):
+                kwargs = {**kwargs, "pin_memory": False}
+                pinned = True
         op = ops.classify(func)
-        inputs = tensors((args, kwargs))
-        places = [self.where(t) for t in inputs]
+        inputs = tensors((args, kwargs) if kwargs else args)
+        where = self.where
+        places = [where(t) for t in inputs]
         on_device = "device" in places
         if func is aten.is_pinned.default:
             return bool(places) and places[0] == "pinned"
@@ -363,7 +385,7 @@ class StandIn:
             return self.run(*ops.CUDNN[func](*args, **kwargs))
         if on_device and not op.transfer:
             self._check_mixing(op, args, inputs, places)
-        if to_device is False and self.contexts and self.contexts[-1]:
+        if to_device is False and self._in_device_call():
             # C++ building a tensor from a device tensor's options (whose device is the real
             # one, the CPU) inside a call on device tensors: it is on the device there.
             to_device = True
@@ -371,7 +393,7 @@ class StandIn:
             if op.transfer:
                 to_device = places[0] == "device"
             else:
-                to_device = on_device if inputs else bool(self.contexts and self.contexts[-1])
+                to_device = on_device if inputs else self._in_device_call()
         if to_device and func is aten._to_copy.default:
             self._check_dtype(kwargs.get("dtype") or args[0].dtype)
         host_copy = None
@@ -586,7 +608,7 @@ never_compiled(_Dispatch.__torch_dispatch__, Surface.__torch_function__)
 
 class _PerThread(threading.local):
     def __init__(self) -> None:
-        self.contexts: list[bool] = []
+        self.contexts: list[Call] = []
 
 
 @contextlib.contextmanager

@@ -62,6 +62,36 @@ def _default_device() -> torch.device | None:
     return None
 
 
+class Call:
+    """One torch-function call the surface passed on: whether its tensors are on the device, asked
+    of the stand-in only when the dispatcher needs it (an op inside the call that builds a tensor from
+    options alone), at most once. Most calls never ask; reading every argument's place at each call
+    was most of the surface's own cost (benchmarks/standin_cost.py, docs/performance.md)."""
+
+    __slots__ = ("_args", "_kwargs", "_on")
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._args = args
+        self._kwargs = kwargs
+        self._on: bool | None = None
+
+    def on_device(self, s: Placed) -> bool:
+        if self._on is None:
+            self._on = any(s.on_device(t) for t in tensors((self._args, self._kwargs)))
+            self._args = self._kwargs = ()  # type: ignore[assignment]
+        return self._on
+
+
+class _NotOnDevice(Call):
+    """A call that names its device (``device=``): what it builds goes there, never by context."""
+
+    def on_device(self, s: Placed) -> bool:
+        return False
+
+
+NOT_ON_DEVICE = _NotOnDevice((), {})
+
+
 class Placed(Protocol):
     """What the surface needs of the stand-in."""
 
@@ -70,7 +100,7 @@ class Placed(Protocol):
 
     index0: torch.device
     @property
-    def contexts(self) -> list[bool]: ...
+    def contexts(self) -> list[Call]: ...
 
     def on_device(self, t: torch.Tensor) -> bool: ...
 
@@ -134,7 +164,7 @@ class Surface(TorchFunctionMode):
             return self._type(args, kwargs)
         if func is torch.Tensor.type_as:
             return self._to((args[0], args[1]), {})
-        s.contexts.append(kwargs.get("device") is None and any(s.on_device(t) for t in tensors((args, kwargs))))
+        s.contexts.append(Call(args, kwargs) if kwargs.get("device") is None else NOT_ON_DEVICE)
         try:
             return func(*args, **kwargs)
         finally:
