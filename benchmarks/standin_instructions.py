@@ -1,0 +1,100 @@
+"""What a training step costs on the stand-ins in CPU instructions (callgrind), a figure no other
+process on the machine changes; prints a Markdown table.
+
+    python benchmarks/standin_instructions.py [--rounds 3] [--root OTHER_CHECKOUT ...]
+
+``standin_cost.py`` times the same trainings in CPU milliseconds, which move by 10-30 % from one run
+to the next on a shared 2-core machine: too much to see a change of a few per cent in the stand-in's
+own code. Here each checkout's trainings run under valgrind's callgrind (``apt-get install valgrind``;
+~50 times slower, about 4 minutes a checkout), twice: a warm-up round only, and the warm-up then
+``--rounds`` more; the difference over the trainings is what one more training costs, without
+Python's and torch's start. A round is ex5's reference solution (solutions/ex5_amp.py, ``train_steps``,
+4 steps of the quick checks' problem) in FP32, FP16 (autocast + GradScaler) and BF16 (autocast), on a
+cuda and on an mps stand-in, each in a session of its own as a check opens it. After the warm-up the
+process freezes what it holds (``gc.freeze()``), as a learner process does before any learner code.
+
+``--root`` (repeatable) measures other checkouts of this project beside this one — a commit before a
+change, checked out with ``git worktree add /tmp/before HEAD~1`` — each with its own code and its
+own reference solution; the two runs of each checkout go side by side on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KINDS = ("cuda", "mps")
+DTYPES = ("fp32", "fp16", "bf16")
+
+# What runs under callgrind, in the measured checkout (its ``grader`` first on the path).
+INNER = r'''
+import gc, importlib.util, sys
+root, rounds = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, root)
+import torch
+from grader.checks.ex5_amp.workload import SMALL
+from grader.emulation.standin import StandIn
+from grader.reference.problems import ex5_problem
+spec = importlib.util.spec_from_file_location("ex5_amp_reference", root + "/solutions/ex5_amp.py")
+solution = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(solution)
+torch.set_num_threads(1)
+DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+def one_round():
+    for kind in %(kinds)r:
+        for name in %(dtypes)r:
+            model, inputs, targets = ex5_problem(*SMALL, 1234)
+            with StandIn(kind) as standin:
+                solution.train_steps(model, inputs, targets, standin.device, steps=4, amp_dtype=DTYPES[name])
+one_round()
+gc.collect()
+gc.freeze()
+for _ in range(rounds):
+    one_round()
+'''
+
+
+def _instructions(root: Path, rounds: int) -> int:
+    """Instructions of one Python running the warm-up and ``rounds`` rounds in ``root``."""
+    code = INNER % {"kinds": KINDS, "dtypes": DTYPES}
+    proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c",
+                           code, str(root), str(rounds)], capture_output=True, text=True, cwd=root,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}, check=False)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
+    if proc.returncode != 0 or found is None:
+        raise SystemExit(f"callgrind failed in {root}:\n{proc.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--root", type=Path, action="append", default=[],
+                        help="another checkout of this project to measure beside this one")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind); standin_cost.py times the same trainings",
+              file=sys.stderr)
+        return 2
+    roots = [*[r.resolve() for r in args.root], ROOT]
+    trainings = args.rounds * len(KINDS) * len(DTYPES)
+    print(f"one 4-step training of ex5's small problem on a stand-in, millions of instructions (callgrind; "
+          f"{args.rounds} rounds of {len(KINDS) * len(DTYPES)} trainings: {', '.join(KINDS)} x {', '.join(DTYPES)})\n")
+    print("| checkout | instructions a training (M) | warm-up run (M) |")
+    print("|---|---:|---:|")
+    for root in roots:
+        with ThreadPoolExecutor(2) as pool:
+            warm, more = pool.map(lambda n, r=root: _instructions(r, n), (0, args.rounds))
+        label = "this checkout" if root == ROOT else str(root)
+        print(f"| {label} | {(more - warm) / trainings / 1e6:.1f} | {warm / 1e6:.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
