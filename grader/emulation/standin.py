@@ -103,20 +103,12 @@ def _storage(t: torch.Tensor) -> Any:
     return t.values().untyped_storage()
 
 
-def _key(t: torch.Tensor) -> int | None:
+def _keyed(t: torch.Tensor) -> tuple[Any, int] | None:
+    """``t``'s storage and the key the stand-in holds it by (its address); None for a tensor of no
+    storage on the CPU (the meta device's, a real GPU's, a wrapper subclass without one).
+    ``StandIn.where`` has this inlined: it is asked for every tensor of every op."""
     with torch._C.DisableTorchFunction():
         if not t.is_cpu:  # (five times as fast as t.device.type: a torch.device is built each read)
-            return None
-        try:
-            return int(_storage(t)._cdata)
-        except (RuntimeError, NotImplementedError):
-            return None
-
-
-def _keyed(t: torch.Tensor) -> tuple[Any, int] | None:
-    """``t``'s storage and its key (``_key``), read once for a caller that needs both."""
-    with torch._C.DisableTorchFunction():
-        if not t.is_cpu:
             return None
         try:
             storage = _storage(t)
@@ -215,7 +207,7 @@ class StandIn:
 
     # -- where tensors live -----------------------------------------------------------------
     def where(self, t: torch.Tensor) -> Place:
-        with torch._C.DisableTorchFunction():  # (``_key``, inlined: asked for every tensor of every op)
+        with torch._C.DisableTorchFunction():  # (``_keyed``, inlined)
             if not t.is_cpu:
                 return "cpu"
             try:
@@ -450,9 +442,9 @@ class StandIn:
         live = self.live_bytes()
         if live > self.capacity:
             for t in outputs:
-                key = _key(t)
-                if key is not None:
-                    self._storages.forget(key)
+                keyed = _keyed(t)
+                if keyed is not None:
+                    self._storages.forget(keyed[1])
             self.ooms += 1
             raise self._oom(new, live - new)
         self.peak = max(self.peak, live)
