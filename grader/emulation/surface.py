@@ -78,18 +78,12 @@ class Call:
     def on_device(self, s: Placed) -> bool:
         if self._on is None:
             self._on = any(s.on_device(t) for t in tensors((self._args, self._kwargs)))
-            self._args = self._kwargs = ()  # type: ignore[assignment]
         return self._on
 
 
-class _NotOnDevice(Call):
-    """A call that names its device (``device=``): what it builds goes there, never by context."""
-
-    def on_device(self, s: Placed) -> bool:
-        return False
-
-
-NOT_ON_DEVICE = _NotOnDevice((), {})
+# A call that names its device (``device=``): what it builds goes there, never by context — as a call
+# with no tensors, whose answer is False for every stand-in and thread (one, shared).
+NOT_ON_DEVICE = Call((), {})
 
 
 class Placed(Protocol):
