@@ -8,9 +8,12 @@ to the next on a shared 2-core machine: too much to see a change of a few per ce
 own code. Here each checkout's trainings run under valgrind's callgrind (``apt-get install valgrind``;
 ~50 times slower, about 4 minutes a checkout), twice: a warm-up round only, and the warm-up then
 ``--rounds`` more; the difference over the trainings is what one more training costs, without
-Python's and torch's start. A round is ex5's reference solution (solutions/ex5_amp.py, ``train_steps``,
-4 steps of the quick checks' problem) in FP32, FP16 (autocast + GradScaler) and BF16 (autocast), on a
-cuda and on an mps stand-in, each in a session of its own as a check opens it. After the warm-up the
+Python's and torch's start. A round is ``standin_cost.py``'s workload, that checkout's own: ex5's
+reference solution (solutions/ex5_amp.py, ``train_steps``, 4 steps of the quick checks' problem) in FP32,
+FP16 (autocast + GradScaler) and BF16 (autocast), on a cuda and on an mps stand-in, each in a session of
+its own as a check opens it. The counts are not exactly repeatable (the warm-up run alone differs by
+tens of millions between runs), so one round is noisy: measured, 1.3-2.6 M a training off the same
+commits' three-round figures (95.2, 95.5). After the warm-up the
 process freezes what it holds (``gc.freeze()``), as a learner process does before any learner code.
 
 ``--root`` (repeatable) measures other checkouts of this project beside this one — a commit before a
@@ -30,28 +33,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("cuda", "mps")
-DTYPES = ("fp32", "fp16", "bf16")
 
-# What runs under callgrind, in the measured checkout (its ``grader`` first on the path).
+# What runs under callgrind: the measured checkout's own standin_cost.py workload (its problem, its
+# reference solution, its stand-in sessions), with that checkout's ``grader`` first on the path.
 INNER = r'''
-import gc, importlib.util, sys
+import gc, sys
 root, rounds = sys.argv[1], int(sys.argv[2])
-sys.path.insert(0, root)
+sys.path.insert(0, root + "/benchmarks")
 import torch
-from grader.checks.ex5_amp.workload import SMALL
-from grader.emulation.standin import StandIn
-from grader.reference.problems import ex5_problem
-spec = importlib.util.spec_from_file_location("ex5_amp_reference", root + "/solutions/ex5_amp.py")
-solution = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(solution)
+import standin_cost as sc
+train = sc._solution().train_steps
 torch.set_num_threads(1)
-DTYPES = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 def one_round():
     for kind in %(kinds)r:
-        for name in %(dtypes)r:
-            model, inputs, targets = ex5_problem(*SMALL, 1234)
-            with StandIn(kind) as standin:
-                solution.train_steps(model, inputs, targets, standin.device, steps=4, amp_dtype=DTYPES[name])
+        for dtype in sc.DTYPES.values():
+            model, inputs, targets = sc.ex5_problem(*sc.PROBLEM)
+            with sc._standin(kind) as device:
+                train(model, inputs, targets, device, steps=sc.STEPS, amp_dtype=dtype)
 one_round()
 gc.collect()
 gc.freeze()
@@ -62,7 +60,7 @@ for _ in range(rounds):
 
 def _instructions(root: Path, rounds: int) -> int:
     """Instructions of one Python running the warm-up and ``rounds`` rounds in ``root``."""
-    code = INNER % {"kinds": KINDS, "dtypes": DTYPES}
+    code = INNER % {"kinds": KINDS}
     proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c",
                            code, str(root), str(rounds)], capture_output=True, text=True, cwd=root,
                           env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"}, check=False)
@@ -82,9 +80,11 @@ def main() -> int:
         print("valgrind is not installed (apt-get install valgrind); standin_cost.py times the same trainings",
               file=sys.stderr)
         return 2
+    from standin_cost import DTYPES, STEPS  # (imports torch: after valgrind was found)
+
     roots = [*[r.resolve() for r in args.root], ROOT]
     trainings = args.rounds * len(KINDS) * len(DTYPES)
-    print(f"one 4-step training of ex5's small problem on a stand-in, millions of instructions (callgrind; "
+    print(f"one {STEPS}-step training of ex5's small problem on a stand-in, millions of instructions (callgrind; "
           f"{args.rounds} rounds of {len(KINDS) * len(DTYPES)} trainings: {', '.join(KINDS)} x {', '.join(DTYPES)})\n")
     print("| checkout | instructions a training (M) | warm-up run (M) |")
     print("|---|---:|---:|")
