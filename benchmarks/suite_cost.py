@@ -74,7 +74,7 @@ def main() -> int:
                    "(no pytest summary: see its output)")
     print(f"machine: {os.cpu_count()} CPUs, load average {load:.2f} at start, {os.getloadavg()[0]:.2f} at end")
     print(f"`{' '.join(command[1:])}`: {summary.strip('= ')}")
-    print(f"wall {wall / 60:.0f} min {wall % 60:.0f} s; {total:.0f} test-seconds over {args.workers} workers "
+    print(f"wall {int(wall // 60)} min {wall % 60:.0f} s; {total:.0f} test-seconds over {args.workers} workers "
           f"({total / args.workers / 60:.1f} min if they shared it evenly)\n")
     print("| file | tests | test-seconds | in fixtures | slowest |")
     print("|---|---:|---:|---:|---|")

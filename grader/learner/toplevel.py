@@ -36,6 +36,7 @@ import importlib.machinery
 import importlib.util
 import io
 import linecache
+import math
 import os
 import resource
 import signal
@@ -49,6 +50,7 @@ from typing import IO, Any
 
 from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
+from grader.learner.longcalls import OutlastsCell, PartedProducts
 from grader.reference.device import FILE_LIMIT_SIGNS, MEMORY_SIGNS
 from grader.wire.messages import Cell, CellStop, Source, StopKind, TopLevelEvent
 
@@ -207,7 +209,7 @@ class _Nowhere(io.RawIOBase):
 
 def classify(exc: BaseException) -> StopKind:
     """Why a cell stopped, in the words the report explains."""
-    if isinstance(exc, TimeUp):
+    if isinstance(exc, (TimeUp, OutlastsCell)):
         return "timeout"
     if isinstance(exc, NoInput):
         return "input"
@@ -283,6 +285,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         # the innermost one is the learner's code's (or PyTorch's, for it), and is waited for.
         self._armed_by: list[types.FrameType | None] = []
         self._previous_handler: Any = None
+        self._parting = False  # a cell's large products run in parts (``_products``)
         sys.meta_path.insert(0, self)
 
     # -- the import system's side: `import ex1_device` from another learner file -------------
@@ -359,7 +362,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         node: ast.stmt | None = None
         try:
             with self.alarm(min(self.limits.cell_timeout_s, self.budget_left())), \
-                    _unprinted((source.module, index) in self.limits.shown):
+                    _unprinted((source.module, index) in self.limits.shown), self._products():
                 for node in tree.body:
                     exec(compile(ast.Module([node], []), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
                 node = None
@@ -372,6 +375,8 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             later = tree.body[tree.body.index(node) + 1 :] if node is not None else []
             kept = self._keep_definitions(source, later, namespace)
             limit = f"the cell ran past its {self.limits.cell_timeout_s:g} s limit"
+            if isinstance(exc, OutlastsCell):
+                limit = f"the cell would run past its {self.limits.cell_timeout_s:g} s limit: {exc.why}"
             line = node.lineno if node is not None else None
             self._stop(source, index, cell, line, kind, limit if kind == "timeout" else one_line(exc), kept)
         finally:
@@ -383,6 +388,23 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         in_cell = line - cell.start + 1 if line is not None else None
         self.listener(TopLevelEvent("cell_stop", source.module, index, cell.label,
                                     stop=CellStop(source.module, index, cell.label, in_cell, kind, error, kept)))
+
+    def _products(self) -> contextlib.AbstractContextManager[object]:
+        """Large CPU products in parts the cell's limit can stop (grader/learner/longcalls.py); once,
+        for a cell that imports another learner module."""
+        if self._parting:
+            return contextlib.nullcontext()
+        return self._parting_products()
+
+    @contextlib.contextmanager
+    def _parting_products(self) -> Iterator[object]:
+        self._parting = True
+        try:
+            with PartedProducts(lambda: self._deadlines[-1] - _monotonic() if self._deadlines else math.inf,
+                                clock=_monotonic) as mode:
+                yield mode
+        finally:
+            self._parting = False
 
     def _keep_definitions(self, source: Source, nodes: list[ast.stmt],
                           namespace: dict[str, Any]) -> tuple[str, ...]:
