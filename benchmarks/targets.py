@@ -16,7 +16,7 @@
 4. a notebook with demo cells (tests/notebooks/learners/colab_lesson_demos.ipynb) <= 1.5 x the same
    functions as a ``.py`` (its definitions only, cut out of its cells here); beside it, not a target,
    the lesson's own N = 10000 speed test pasted into a notebook (kaggle_saved_version.ipynb), whose
-   cell no limit can stop before its one C call ends;
+   CPU matmul of 2 TFLOP the learner process runs in blocks (grader/learner/longcalls.py);
 5. no single check >= 0.5 s on the reference solutions (the report's per-check ``seconds``).
 
 Wall time on a machine shared with other work grows with their load; CPU time hardly does, so
@@ -202,8 +202,8 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
              f"{notebook_cpu:.1f} vs {plain_cpu:.1f} s = {notebook_cpu / plain_cpu:.2f} x, --isolation none)")
 
         # Not the target's notebook, but what learners hand in: the lesson's own speed test pasted as it is,
-        # a CPU matmul of N = 10000 in one C call that the learner process cannot interrupt, so its cell
-        # costs the course's cell limit, the grace and a restart (docs/performance.md).
+        # a CPU matmul of N = 10000. In one C call it cost the course's cell limit, the grace and a restart;
+        # in blocks, its cell stops once their pace shows it cannot end in time (docs/performance.md).
         pasted = ROOT / "tests" / "notebooks" / "learners" / "kaggle_saved_version.ipynb"
         pasted_defs = work / "kaggle_saved_version.py"
         pasted_defs.write_text(definitions_only(pasted), encoding="utf-8")
@@ -213,7 +213,7 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
                          for name in ("pasted-nb.yaml", "pasted.yaml")]
         print(f"   the lesson's own N = 10000 speed test pasted in ({pasted.name}, once): {pasted_nb.wall:.1f} s vs "
               f"{pasted_py.wall:.1f} s = {pasted_nb.wall / pasted_py.wall:.2f} x (scores {pasted_scores[0]:g}, "
-              f"{pasted_scores[1]:g}); its cell stops at the course's cell limit")
+              f"{pasted_scores[1]:g})")
 
         seconds = sorted(((float(c.get("seconds") or 0.0), c["id"]) for ex in report["exercises"].values()
                           for c in ex["checks"]), reverse=True)
