@@ -1,12 +1,13 @@
 """Where the test suite's time goes, file by file (issue 24: the suite under 6 minutes on 2 cores).
 
-    python benchmarks/suite_cost.py [--workers 2] [--top 15] [PYTEST_ARGS ...]
+    python benchmarks/suite_cost.py [--workers 2] [--top 15] [--items 0] [PYTEST_ARGS ...]
 
 Runs ``pytest -n WORKERS --durations=0`` (the README's test command, every duration kept) and prints,
 for each test file, its tests, the seconds its tests and fixtures took (test-seconds: the workers run
 side by side, so the wall time is about their sum over the workers), the share in fixtures (a fixture
 that grades a catalogue once shows up as one test's setup) and its slowest item. Then the wall time,
-the machine's load and the total. Nothing is asserted: a figure to compare before and after a change,
+the machine's load and the total; with ``--items N``, the N slowest items (setup, call or teardown)
+of the whole run. Nothing is asserted: a figure to compare before and after a change,
 read with the load beside it (this project's 2-core machine moves by 10 % between identical runs).
 
 ``--processes`` (root, with the ``acct`` package's ``accton`` and ``dump-acct``): the kernel's process
@@ -40,6 +41,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (README: 2)")
     parser.add_argument("--top", type=int, default=15, help="files to list one by one")
+    parser.add_argument("--items", type=int, default=0, help="the slowest items of the run to list")
     parser.add_argument("--processes", action="store_true",
                         help="the run's CPU by kind of process, from the kernel's process accounting (root)")
     args, pytest_args = parser.parse_known_args()
@@ -58,12 +60,14 @@ def main() -> int:
     setup: dict[str, float] = collections.defaultdict(float)
     tests: dict[str, set[str]] = collections.defaultdict(set)
     slowest: dict[str, tuple[float, str]] = {}
+    items: list[tuple[float, str]] = []
     for line in proc.stdout.splitlines():
         match = DURATION.match(line)
         if match is None:
             continue
         took, phase, path, name = float(match[1]), match[2], match[3], match[4]
         seconds[path] += took
+        items.append((took, f"{phase} {path}::{name}"))
         tests[path].add(name)
         if phase == "setup":
             setup[path] += took
@@ -88,6 +92,10 @@ def main() -> int:
         print(f"| the other {len(rest)} files | {sum(len(tests[p]) for p, _ in rest)} "
               f"| {sum(t for _, t in rest):.1f} | | |")
     print(f"\nthe machine's CPUs busy {100 * busy.fraction:.0f} % of the run ({busy.seconds:.0f} CPU-s)")
+    if args.items:
+        print(f"\nthe {args.items} slowest items:")
+        for took, what in sorted(items, reverse=True)[:args.items]:
+            print(f"  {took:6.2f} s {what}")
     if args.processes:
         _print_processes(accounted)
     return proc.returncode
