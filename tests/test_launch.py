@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 from grader.course import load_course
 from grader.grading import grade
 from grader.run import launch, reaper
-from grader.run.isolation import PASSED_ENV
+from grader.run.isolation import PASSED_ENV, probe
 from grader.run.sandbox import base_env
 from grader.run.share import THREAD_VARS, WHOLE, learner_waits, machine_share
 from grader.wire.codec import decode, encode
@@ -89,6 +90,31 @@ def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_ow
             child.stdin.close()
             child.stdout.close()
     assert launcher.server_pids() == []  # closed
+
+
+def test_servers_outlive_the_worker_threads_that_started_them(tmp_path: Path) -> None:
+    """A batch's worker thread starts the servers and ends with the batch; the launcher's servers must
+    stay for the next batch. An isolated learner server's bubblewrap dies with the *thread* that started
+    it (--die-with-parent: the kernel's parent-death signal), so one started by a worker died with it,
+    and the test suite's in-process batches each paid another server's start (torch's imports)."""
+    isolation = probe()
+    if not isolation.learners_fork:
+        pytest.skip("no isolated fork server on this machine: nothing dies with its starting thread")
+    submission = copy_solutions(tmp_path, "ann", only=("ex1",))
+    with launch.ForkLauncher(WHOLE, isolation) as launcher:
+        servers, scores = [], []
+
+        def grade_ex1() -> None:
+            scores.append(grade(submission, load_course(), device="cpu", lang="en", exercises=["ex1"],
+                                launcher=launcher).score)
+
+        for _ in range(2):
+            worker = threading.Thread(target=grade_ex1)
+            worker.start()
+            worker.join()
+            servers.append(sorted(launcher.server_pids()))
+        assert scores == [20.0, 20.0]
+        assert servers[0] == servers[1] and [role for role, _ in servers[0]] == ["judge", "learner"]
 
 
 def test_a_learner_process_s_idle_threads_sleep_unless_the_user_chose() -> None:

@@ -19,6 +19,7 @@ a process that loaded Apple's frameworks is unsafe).
 from __future__ import annotations
 
 import compileall
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -392,6 +393,12 @@ class ForkLauncher:
         self._failed: set[Role] = set()
         self._lock = threading.Lock()
         self.usable = sys.platform == "linux"
+        # The servers start in a thread of the launcher's own, which lives as long as the launcher: an
+        # isolated server's bubblewrap runs with --die-with-parent, and the kernel's parent-death signal
+        # follows the *thread* that started a process. Started by a batch's worker thread, it died with
+        # that thread at the end of each batch, and a program that runs batch after batch (the test suite)
+        # paid an isolated learner server's start, torch's imports, for every batch.
+        self._starter: concurrent.futures.ThreadPoolExecutor | None = None
 
     def __enter__(self) -> ForkLauncher:
         return self
@@ -418,8 +425,10 @@ class ForkLauncher:
             if server is not None:
                 del self._servers[key]
                 server.close()
+            if self._starter is None:
+                self._starter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fork server starter")
             try:
-                server = ForkServer(role, env, self.isolation, work_mb)
+                server = self._starter.submit(ForkServer, role, env, self.isolation, work_mb).result()
             except (ServerGone, OSError):
                 self._failed.add(role)
                 return None
@@ -456,9 +465,12 @@ class ForkLauncher:
     def close(self) -> None:
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
+            starter, self._starter = self._starter, None
         for server in servers:
             with contextlib.suppress(OSError):
                 server.close()
+        if starter is not None:
+            starter.shutdown(wait=False)
 
 
 class RestartLauncher:
