@@ -68,6 +68,16 @@ def test_batched_products_in_blocks_are_the_whole_product(batched: str) -> None:
     assert parts.shape == whole.shape and torch.equal(parts, whole)
 
 
+def test_a_default_device_the_learner_set_does_not_move_a_cpu_product() -> None:
+    """``torch.set_default_device("cuda")`` in a notebook makes factories build there; a product of two CPU
+    tensors stays on the CPU, in blocks too (here the "meta" device stands for the GPU this machine lacks)."""
+    a, b = torch.randn(3 * MIN_ROWS, 64), torch.randn(64, 64)
+    with torch.device("meta"), parted():
+        parts = a @ b
+        assert torch.empty(1).device.type == "meta"  # the learner's default, still in force
+    assert parts.device.type == "cpu" and torch.equal(parts, a @ b)
+
+
 def test_what_a_block_cannot_be_cut_from_runs_whole_as_torch_answers() -> None:
     m = 3 * MIN_ROWS
     a, b = torch.randn(m, 64), torch.randn(64, 64)

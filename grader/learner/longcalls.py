@@ -86,7 +86,9 @@ class PartedProducts(TorchFunctionMode):
         m = a.shape[-2]
         started = self.clock()
         first = func(a.narrow(-2, 0, rows), b)
-        out = torch.empty((*first.shape[:-2], m, first.shape[-1]), dtype=first.dtype)
+        # Where the whole product would be: a default device the learner set (``torch.set_default_device``,
+        # a mode under this one) is for factories, and this is not the learner's factory.
+        out = torch.empty((*first.shape[:-2], m, first.shape[-1]), dtype=first.dtype, device=first.device)
         out.narrow(-2, 0, rows).copy_(first)
         del first
         done = rows
