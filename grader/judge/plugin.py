@@ -51,6 +51,12 @@ from grader.wire.signed import Writer
 
 CANARY = "test_canary.py::test_canary"
 PLUGIN_NAME = "grader-judge"  # grader/checks/conftest.py finds the plugin under this name
+# The judge's own stop for a check, this long past its limit: the learner process interrupts a call at
+# the limit itself and says where (a fill loop "still allocating"), and this fires only when it cannot
+# (stuck in C code). At 1 s, a busy machine (the suite's two workers grading beside it) delayed the
+# learner's answer past it once in a full run: the check said "timeout" without the learner's words.
+# Below the grader's kill (grader/run/sandbox.py GRACE_S, 3 s), which ends a pair the judge cannot stop.
+BACKSTOP_S = 2.0
 _perf_counter = time.perf_counter
 
 
@@ -161,9 +167,7 @@ class JudgePlugin:
         for item in items:
             check = self._check(item.nodeid)
             if check is not None:
-                # A backstop: the learner process interrupts a call at the check's limit itself;
-                # this fires only when it cannot (stuck in C code), one second later.
-                item.add_marker(pytest.mark.timeout(check.timeout_s + 1.0, method="signal"))
+                item.add_marker(pytest.mark.timeout(check.timeout_s + BACKSTOP_S, method="signal"))
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self._first_exc[nodeid] = None
