@@ -389,20 +389,18 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.listener(TopLevelEvent("cell_stop", source.module, index, cell.label,
                                     stop=CellStop(source.module, index, cell.label, in_cell, kind, error, kept)))
 
-    def _products(self) -> contextlib.AbstractContextManager[object]:
+    @contextlib.contextmanager
+    def _products(self) -> Iterator[None]:
         """Large CPU products in parts the cell's limit can stop (grader/learner/longcalls.py); once,
         for a cell that imports another learner module."""
         if self._parting:
-            return contextlib.nullcontext()
-        return self._parting_products()
-
-    @contextlib.contextmanager
-    def _parting_products(self) -> Iterator[object]:
+            yield
+            return
         self._parting = True
         try:
             with PartedProducts(lambda: self._deadlines[-1] - _monotonic() if self._deadlines else math.inf,
-                                clock=_monotonic) as mode:
-                yield mode
+                                clock=_monotonic):
+                yield
         finally:
             self._parting = False
 
