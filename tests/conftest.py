@@ -334,6 +334,29 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.timeout(CLASS_TIMEOUT_S))
 
 
+# The test modules that take longest, longest first: test-seconds of one run of the suite on the 2-core machine
+# (benchmarks/suite_cost.py, 2026-12-05). pyproject.toml runs xdist with --no-loadscope-reorder, so that it hands
+# whole modules to its workers in this order. Its default order, most tests first, handed out the modules of few but
+# long tests last — test_gradescope_package (6 tests, a minute: a venv built by setup.sh), test_slurm (2, 15 s),
+# test_deferred (3, 22 s) — and one worker then ran on alone while the other core idled. A module not named here
+# runs after these, in the order collected; a stale entry costs seconds, never a result.
+LONGEST_FIRST = (
+    "tests/test_hostile.py", "tests/test_mistakes.py", "tests/test_gradescope_package.py",
+    "tests/test_hostile_bytes.py", "tests/test_harness.py", "tests/test_batch.py", "tests/test_environment.py",
+    "tests/test_notebook_catalog.py", "tests/test_selfcheck.py", "tests/test_isolation.py", "tests/test_launch.py",
+    "tests/test_deferred.py", "tests/test_toplevel.py", "tests/test_forgery_measurements.py", "tests/test_forgery.py",
+    "tests/test_standin.py", "tests/test_hostile_names.py", "tests/test_slurm.py", "tests/test_examples.py",
+    "tests/conformance/test_conformance.py", "tests/test_hostile_outputs.py", "tests/test_release.py",
+    "tests/test_notebooks.py", "tests/test_earlier_trainings.py", "tests/test_grade_correct.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules of ``LONGEST_FIRST`` first, in its order; each module's tests stay in their own order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
+
+
 def class_learners() -> dict[str, Path]:
     """Learner name -> submission, for every known submission: the correct styles (a folder), the
     one-mistake files (a folder holding that exercise's file) and the notebook catalog (a file)."""
