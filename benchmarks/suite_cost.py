@@ -7,7 +7,9 @@ for each test file, its tests, the seconds its tests and fixtures took (test-sec
 side by side, so the wall time is about their sum over the workers), the share in fixtures (a fixture
 that grades a catalogue once shows up as one test's setup) and its slowest item. Then the wall time,
 the machine's load and the total; with ``--items N``, the N slowest items (setup, call or teardown)
-of the whole run. Nothing is asserted: a figure to compare before and after a change,
+of the whole run; and when each worker's last test ended (benchmarks/suite_timeline.py, a pytest plugin):
+the gap is how long one core idled at the end, the cost of the modules' order (tests/conftest.py
+``LONGEST_FIRST``). Nothing is asserted: a figure to compare before and after a change,
 read with the load beside it (this project's 2-core machine moves by 10 % between identical runs).
 
 ``--processes`` (root, with the ``acct`` package's ``accton`` and ``dump-acct``): the kernel's process
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import re
 import shutil
@@ -32,8 +35,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 DURATION = re.compile(r"^\s*([\d.]+)s (setup|call|teardown)\s+(\S+?)::(\S+)")
 
 
@@ -48,14 +53,19 @@ def main() -> int:
     if args.processes and not (os.geteuid() == 0 and shutil.which("accton") and shutil.which("dump-acct")):
         print("--processes needs root and the acct package (accton, dump-acct)", file=sys.stderr)
         return 2
-    command = [sys.executable, "-m", "pytest", "-n", str(args.workers), "-q", "-p", "no:cacheprovider",
-               "--durations=0", "--durations-min=0", *pytest_args]
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as work, _accounting(Path(work) / "pacct", args.processes) as accounted, \
             _busy() as busy:
+        timeline = Path(work) / "timeline.json"
+        command = [sys.executable, "-m", "pytest", "-n", str(args.workers), "-q", "-p", "no:cacheprovider",
+                   "--durations=0", "--durations-min=0", "-p", "suite_timeline", "--suite-timeline", str(timeline),
+                   *pytest_args]
+        # The plugin is this folder's: on the path of the controller and of the workers it starts.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
         started = time.monotonic()
-        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
         wall = time.monotonic() - started
+        ends: dict[str, dict[str, Any]] = json.loads(timeline.read_text(encoding="utf-8")) if timeline.exists() else {}
     seconds: dict[str, float] = collections.defaultdict(float)
     setup: dict[str, float] = collections.defaultdict(float)
     tests: dict[str, set[str]] = collections.defaultdict(set)
@@ -92,6 +102,10 @@ def main() -> int:
         print(f"| the other {len(rest)} files | {sum(len(tests[p]) for p, _ in rest)} "
               f"| {sum(t for _, t in rest):.1f} | | |")
     print(f"\nthe machine's CPUs busy {100 * busy.fraction:.0f} % of the run ({busy.seconds:.0f} CPU-s)")
+    if len(ends) > 1:
+        last = sorted((worker["last_end_s"], name, worker["modules"][-1]) for name, worker in ends.items())
+        ended = ", ".join(f"{name} at {end:.0f} s ({module})" for end, name, module in last)
+        print(f"the workers' last tests ended: {ended}; one core idle for the last {last[-1][0] - last[0][0]:.1f} s")
     if args.items:
         print(f"\nthe {args.items} slowest items:")
         for took, what in sorted(items, reverse=True)[:args.items]:
