@@ -357,6 +357,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
 
 
+@pytest.fixture(autouse=True)
+def _no_torch_mode_left_on_the_stack() -> Iterator[None]:
+    """A test that leaves a PyTorch mode on this thread's stack (a TorchFunctionMode or a TorchDispatchMode
+    it entered in this process and never left) fails itself, and the modes are taken off: a later test in
+    the same xdist worker would otherwise run under them. A cell's alarm cut inside the grader's push of its
+    own mode once left one behind, and a test minutes later, in another module, failed for it."""
+    torch = sys.modules.get("torch")
+    depths = _mode_depths(torch) if torch is not None else (0, 0)
+    yield
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    from torch.utils._python_dispatch import _pop_mode as pop_dispatch
+
+    left: list[str] = []
+    while torch._C._len_torch_function_stack() > depths[0]:
+        left.append(type(torch.overrides._pop_mode()).__qualname__)
+    while _mode_depths(torch)[1] > depths[1]:
+        left.append(type(pop_dispatch()).__qualname__)
+    assert not left, f"the test left PyTorch modes on the stack: {left}"
+
+
+def _mode_depths(torch: Any) -> tuple[int, int]:
+    from torch.utils._python_dispatch import _len_torch_dispatch_stack
+
+    return torch._C._len_torch_function_stack(), _len_torch_dispatch_stack()
+
+
 def class_learners() -> dict[str, Path]:
     """Learner name -> submission, for every known submission: the correct styles (a folder), the
     one-mistake files (a folder holding that exercise's file) and the notebook catalog (a file)."""

@@ -156,6 +156,58 @@ def test_a_cell_stopped_inside_pytorch_leaves_pytorch_s_modes_as_they_were(run: 
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
 
 
+
+LEFT_ON_THE_STACK = """
+import torch
+
+class Kept(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+kept = Kept()
+kept.__enter__()  # entered in the cell and never left, as a learner's cell may
+"""
+
+
+@pytest.mark.parametrize("where", ["enter", "exit"])
+def test_a_limit_landing_where_the_cells_mode_changes_pytorch_s_stack_waits(
+        where: str, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cell's alarm landing inside the grader's own push or pop of its mode (grader/learner/longcalls.py
+    ``UNCUT``) waits, as one inside an import does. Cut between the push and the mode's ``with``, the mode
+    stayed on the stack for the rest of the process, under every check — found when the suite's 13 ms stops
+    of a training loop (above) left one behind on a busy machine; cut inside the pop, a mode the learner's
+    cell left on the stack was lost and the finished cell reported as stopped. Here the signal comes right
+    at the push (the pop): the cell stops at its limit in its own code, or ends, and the stack is as it left it."""
+    import signal
+
+    import torch
+
+    from grader.learner import longcalls
+
+    real = longcalls._push_mode if where == "enter" else longcalls._pop_mode
+
+    def then_the_alarm(*args: Any) -> Any:
+        out = real(*args)
+        signal.raise_signal(signal.SIGALRM)  # handled at the next instruction: still in the mode's own code
+        return out
+
+    monkeypatch.setattr(longcalls, "_push_mode" if where == "enter" else "_pop_mode", then_the_alarm)
+    before = torch._C._len_torch_function_stack()
+    try:
+        if where == "enter":
+            _, heard = run(["while True:\n    pass"], TopLevelLimits(cell_timeout_s=5))
+            assert [kind for _, kind, _ in heard.stops()] == ["timeout"]
+            assert torch._C._len_torch_function_stack() == before
+        else:
+            module, heard = run([LEFT_ON_THE_STACK], TopLevelLimits(cell_timeout_s=5))
+            assert heard.stops() == []
+            assert torch.overrides._get_current_function_mode_stack()[before:] == [module.kept]
+    finally:
+        monkeypatch.undo()
+        while torch._C._len_torch_function_stack() > before:
+            torch.overrides._pop_mode()
+
+
 MATMUL_PRECISION_PROBE = """
 import torch
 from grader.learner import torchstate

@@ -50,7 +50,7 @@ from typing import IO, Any
 
 from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
-from grader.learner.longcalls import OutlastsCell, PartedProducts
+from grader.learner.longcalls import UNCUT, OutlastsCell, PartedProducts
 from grader.reference.device import FILE_LIMIT_SIGNS, MEMORY_SIGNS
 from grader.wire.messages import Cell, CellStop, Source, StopKind, TopLevelEvent
 
@@ -64,7 +64,8 @@ NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "c
                 "cuda error", "cuda-capable device", "cuda is not available", "torch.cuda.is_available() is false",
                 "not compiled with mps", "mps backend", "mps is not available", "invalid device ordinal", "nvml")
 DEFINITIONS_ALLOWANCE_S = 5.0  # for the definitions of a cell that stopped (an import can be slow)
-# A limit that lands inside an import waits for it: the alarm comes back this often until it is done.
+# A limit that lands inside an import (or the grader's own change of the mode stack, ``changing_modes``) waits for
+# it: the alarm comes back this often until it is done.
 IMPORT_RETRY_S = 0.05
 Listener = Callable[[TopLevelEvent], None]
 
@@ -396,8 +397,8 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if self._parting:
             yield
             return
-        self._parting = True
         try:
+            self._parting = True
             with PartedProducts(lambda: self._deadlines[-1] - _monotonic() if self._deadlines else math.inf,
                                 clock=_monotonic):
                 yield
@@ -423,8 +424,9 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return tuple(dict.fromkeys(kept))
 
     def _on_alarm(self, signum: int, frame: types.FrameType | None) -> None:
-        if importing(frame, self._armed_by[-1] if self._armed_by else None):
-            signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)  # cut just after the import instead
+        armed_by = self._armed_by[-1] if self._armed_by else None
+        if importing(frame, armed_by) or changing_modes(frame, armed_by):
+            signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)  # cut just after it instead
             return
         raise TimeUp
 
@@ -489,6 +491,18 @@ def importing(frame: types.FrameType | None, armed_by: types.FrameType | None) -
     *as* an import above it, is still cut."""
     while frame is not None and frame is not armed_by:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def changing_modes(frame: types.FrameType | None, armed_by: types.FrameType | None) -> bool:
+    """Whether the interrupted code is the grader's own change of PyTorch's mode stack around a cell
+    (grader/learner/longcalls.py ``UNCUT``): cut there, a mode stays on the stack for the whole process,
+    or modes the learner's cell left are lost. Walked as ``importing`` walks, up to the frame that armed the
+    limit."""
+    while frame is not None and frame is not armed_by:
+        if frame.f_code in UNCUT:
             return True
         frame = frame.f_back
     return False
