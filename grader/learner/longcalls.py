@@ -141,7 +141,6 @@ def _batch(x: tuple[int, ...], y: tuple[int, ...]) -> int | None:
     return batch
 
 
-
 def _rows(a: Any, b: Any, part_flop: float) -> int:
     """The rows of a block when ``a @ b`` is a product to run in parts, else 0."""
     if type(a) not in _PLAIN or type(b) not in _PLAIN:
