@@ -19,7 +19,7 @@ import pytest
 from grader.intake.submission import load_submission
 from grader.learner import torchstate
 from grader.learner.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
-from grader.learner.toplevel import TopLevel, TopLevelLimits, importing
+from grader.learner.toplevel import TopLevel, TopLevelLimits, must_wait
 from grader.wire.messages import TopLevelEvent
 from tests.conftest import ROOT, course_with, folder_with, solution_text
 from tests.notebooks._snippets import EX5_LESSON
@@ -154,7 +154,6 @@ def test_a_cell_stopped_inside_pytorch_leaves_pytorch_s_modes_as_they_were(run: 
     assert [kind for _, kind, _ in heard.stops()] == ["timeout"] * 60
     assert before is not None and heard.modes_after_cells[1:] == [before] * 60
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
-
 
 
 LEFT_ON_THE_STACK = """
@@ -293,7 +292,7 @@ def test_a_limit_landing_in_the_graders_own_code_inside_an_import_waits_for_it(r
 
 
 def _frames(*filenames: str) -> list[Any]:
-    """A chain of stand-in frames, innermost first (only what importing() reads)."""
+    """A chain of stand-in frames, innermost first (only what must_wait() reads)."""
     frames: list[Any] = []
     for name in reversed(filenames):
         frames.insert(0, type("Frame", (), {"f_code": type("Code", (), {"co_filename": name})(),
@@ -306,12 +305,12 @@ def test_the_import_rule_walks_up_to_the_frame_that_armed_the_limit() -> None:
     importlib_frame = "<frozen importlib._bootstrap>"
     # A limit landing in the grader's find_spec, inside an import the learner's cell started.
     inner = _frames(grader, importlib_frame, "/learner/bai.py", grader, importlib_frame)
-    assert importing(inner[0], inner[3])
+    assert must_wait(inner[0], inner[3])
     # A limit landing in the learner's loop: the import above the frame that armed it (the learner's
     # own module, which the top level runs as an import) does not count.
     loop = _frames("/learner/bai.py", grader, importlib_frame)
-    assert not importing(loop[0], loop[1])
-    assert not importing(None, None)
+    assert not must_wait(loop[0], loop[1])
+    assert not must_wait(None, None)
 
 
 def test_what_a_cell_grabbed_before_running_out_of_memory_is_dropped(run: Any) -> None:

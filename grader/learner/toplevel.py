@@ -64,7 +64,7 @@ NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "c
                 "cuda error", "cuda-capable device", "cuda is not available", "torch.cuda.is_available() is false",
                 "not compiled with mps", "mps backend", "mps is not available", "invalid device ordinal", "nvml")
 DEFINITIONS_ALLOWANCE_S = 5.0  # for the definitions of a cell that stopped (an import can be slow)
-# A limit that lands inside an import (or the grader's own change of the mode stack, ``changing_modes``) waits for
+# A limit that lands inside an import, or in the grader's own change of the mode stack (``must_wait``), waits for
 # it: the alarm comes back this often until it is done.
 IMPORT_RETRY_S = 0.05
 Listener = Callable[[TopLevelEvent], None]
@@ -425,7 +425,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def _on_alarm(self, signum: int, frame: types.FrameType | None) -> None:
         armed_by = self._armed_by[-1] if self._armed_by else None
-        if importing(frame, armed_by) or changing_modes(frame, armed_by):
+        if must_wait(frame, armed_by):
             signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)  # cut just after it instead
             return
         raise TimeUp
@@ -477,9 +477,12 @@ def _parse(code: str, filename: str, first_line: int) -> ast.Module:
     return tree
 
 
-def importing(frame: types.FrameType | None, armed_by: types.FrameType | None) -> bool:
-    """Whether the interrupted code is inside an import that the learner's code (or PyTorch, for
-    it) started: an importlib frame between the innermost frame and the frame that armed the limit.
+def must_wait(frame: types.FrameType | None, armed_by: types.FrameType | None) -> bool:
+    """Whether the interrupted code is where a limit must not cut, between the innermost frame and the
+    frame that armed the limit: inside an import that the learner's code (or PyTorch, for it) started
+    (an importlib frame), or inside the grader's own change of PyTorch's mode stack around a cell
+    (grader/learner/longcalls.py ``UNCUT``: cut there, a mode stays on the stack for the whole process, or
+    modes the learner's cell left are lost).
 
     The whole way up, through the grader's own frames too: an import runs the grader's code inside
     it (this module's ``find_spec`` for every module imported, a stand-in's or the meter's torch
@@ -490,19 +493,8 @@ def importing(frame: types.FrameType | None, armed_by: types.FrameType | None) -
     stops at the frame that armed the limit: the learner's own module, which the top level runs
     *as* an import above it, is still cut."""
     while frame is not None and frame is not armed_by:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def changing_modes(frame: types.FrameType | None, armed_by: types.FrameType | None) -> bool:
-    """Whether the interrupted code is the grader's own change of PyTorch's mode stack around a cell
-    (grader/learner/longcalls.py ``UNCUT``): cut there, a mode stays on the stack for the whole process,
-    or modes the learner's cell left are lost. Walked as ``importing`` walks, up to the frame that armed the
-    limit."""
-    while frame is not None and frame is not armed_by:
-        if frame.f_code in UNCUT:
+        code = frame.f_code
+        if code in UNCUT or code.co_filename.startswith("<frozen importlib"):
             return True
         frame = frame.f_back
     return False
