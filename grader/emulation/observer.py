@@ -16,12 +16,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.emulation import ops
 from grader.reference.meter import MemoryMeter, counted, never_compiled, tensors
+from grader.reference.modes import LeavesFromUnder
 from grader.wire.messages import Event
 
 Record = Callable[..., None]  # record(kind, device="", dtype="")
 
 
-class Observer(TorchDispatchMode):
+class Observer(LeavesFromUnder, TorchDispatchMode):
     def __init__(self, record: Record, events: list[Event], meters: list[MemoryMeter]) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.record = record

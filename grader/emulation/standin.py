@@ -61,6 +61,7 @@ from grader.emulation.storages import device_storages
 from grader.emulation.surface import Call, Surface, device_type_name
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, TOTAL_MEMORY, CostModel
 from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, tensors
+from grader.reference.modes import LeavesFromUnder
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
 
@@ -138,7 +139,7 @@ def widened(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], inputs: li
     return func(*wide, **kwargs).to(dtype)
 
 
-class _Dispatch(TorchDispatchMode):
+class _Dispatch(LeavesFromUnder, TorchDispatchMode):
     def __init__(self, device: StandIn) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.device = device

@@ -25,6 +25,7 @@ from torch.overrides import TorchFunctionMode
 from grader.emulation.generators import generator_mismatch
 from grader.reference.device import NO_CUDA
 from grader.reference.meter import tensors
+from grader.reference.modes import LeavesFromUnder
 
 # Calls that build their data on the CPU in C++ before moving it (with no op the dispatcher sees
 # for a device that this build lacks).
@@ -105,7 +106,7 @@ class Placed(Protocol):
     def synchronize(self) -> None: ...
 
 
-class Surface(TorchFunctionMode):
+class Surface(LeavesFromUnder, TorchFunctionMode):
     def __init__(self, device: Placed) -> None:
         super().__init__()
         self.s = device

@@ -208,14 +208,13 @@ class Runner:
     def reset(self) -> Answer:
         while self.levels:  # a check that ended inside a session (its failure) left it open
             self.close()
+        torchstate.drop_modes()  # a fresh process has no torch-function or dispatch modes, nor a default device
         torchstate.restore(self.fresh_modes)  # each check starts as in a fresh process, whatever the top level left
         torch.set_num_threads(_NUM_THREADS)
         if torch.cuda.is_available() or torch.backends.mps.is_available():
             torch.manual_seed(0)  # the accelerator's generator too
         else:  # torch.manual_seed would also queue CUDA's seeding, formatting the whole stack each check, for a
             torch.default_generator.manual_seed(0)  # CUDA this build never starts (1-2 % of a batch learner)
-        if hasattr(torch, "set_default_device"):
-            torch.set_default_device(None)
         clear_learner_caches(self.code)
         return Answer(None)
 

@@ -25,8 +25,14 @@ flags, while setting the new ones after a learner used the legacy API leaves tor
 legacy and new APIs" state whose next legacy read raises (measured on 2.13 for each of the four ways
 a learner can ask for TF32). When a learner's new-API setting makes the precision unreadable,
 capture() records None and that one is left alone.
-Not covered: inference mode and `with torch.device(...)` (no public setter for their state);
-nothing in the lesson uses them.
+And a fresh process has no torch-function or dispatch mode on its stacks: `drop_modes()` takes off
+whatever the learner's code left there (a `TorchFunctionMode` or `TorchDispatchMode` its top level
+entered and never left, a `with torch.device("cuda"):` cut by a cell's limit, a mode a learner's
+function entered and returned inside), with the default device. Measured before it: a logging mode a
+top level entered stayed active through every check of a grading (7,830 calls); one that raised on
+every torch function failed checks of a correct solution. Only at a check's start (runner.py's reset):
+the alarm cannot drop modes, since a finished cell's `torch.set_default_device` is a mode too.
+Not covered: inference mode (no public setter for its state); nothing in the lesson uses it.
 """
 
 from __future__ import annotations
@@ -103,3 +109,18 @@ def _matmul_precision(torch: Any) -> str | None:
         return str(torch.get_float32_matmul_precision())
     except RuntimeError:  # "PyTorch is checking the matmul precision without a specific backend..."
         return None
+
+
+def drop_modes() -> None:
+    """Take every torch-function and dispatch mode off this thread's stacks and unset the default device,
+    as in a fresh process. Call it with none of the grader's own modes entered (no session open)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    from grader.reference import modes
+
+    for _ in range(2):  # unsetting the default device may push back a `with torch.device` it had found under it
+        modes.clear()
+        if hasattr(torch, "set_default_device"):
+            torch.set_default_device(None)  # against an empty stack: its DeviceContext's exit asserts nothing
+

@@ -17,6 +17,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from grader.reference.modes import LeavesFromUnder
 from grader.wire.messages import MiB
 
 # What StorageWeakRef.expired() asks, of its handle (``ref.cdata``), without its two Python frames (5
@@ -185,7 +186,7 @@ def never_compiled(*functions: Any) -> None:
         set_code_exec_strategy(function.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP))
 
 
-class MemoryMeter(TorchDispatchMode):
+class MemoryMeter(LeavesFromUnder, TorchDispatchMode):
     """Counts live storages created while active; optionally enforces a budget in bytes."""
 
     def __init__(self, budget_bytes: int | None = None, device_label: str = "cuda:0",
