@@ -131,7 +131,7 @@ class WarmServers:
     def __init__(self) -> None:
         self.launcher: ForkLauncher | None = None
 
-    def grading(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
+    def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]:
         raise NotImplementedError("by_process runs batches only")
 
     def batch(self, fork: bool, share: Share, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:

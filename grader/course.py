@@ -88,6 +88,9 @@ class Course:
     exercises: tuple[Exercise, ...]
     gradescope: Gradescope = Gradescope()
     release: Release | None = None
+    # Exercises whose checks may run beside each other's, each group in a run of its own, where the
+    # machine has the cores (grader/grading.py ``lanes_of``): (("ex1", "ex2"), ("ex3",)). Empty: one run.
+    lanes: tuple[tuple[str, ...], ...] = ()
 
     def exercise(self, exercise_id: str) -> Exercise:
         for ex in self.exercises:
@@ -176,7 +179,7 @@ class _Validator:
 
     def course(self, raw: object) -> Course:
         raw = self.mapping("<top>", raw, {"title", "exercises"},
-                           {"default_lang", "limits", "defaults", "gradescope", "release"})
+                           {"default_lang", "limits", "defaults", "gradescope", "release", "lanes"})
         if raw.get("release", "public") != "public":
             raise self.fail("release", raw["release"], "must be 'public' (a learner's copy without hidden checks)")
         self.release = raw.get("release")
@@ -198,7 +201,20 @@ class _Validator:
         if self.release is None and abs(total - TOTAL_POINTS) > 1e-6:
             raise self.fail("exercises[*].checks[*].points", total, f"add up to {total:g}, not {TOTAL_POINTS:g}")
         return Course(self.path, self.titles("title", raw["title"]), lang, limits, exercises,
-                      self.gradescope(raw.get("gradescope", {})), self.release)
+                      self.gradescope(raw.get("gradescope", {})), self.release, self.lanes(raw.get("lanes", []), ids))
+
+    def lanes(self, raw: object, ids: list[str]) -> tuple[tuple[str, ...], ...]:
+        if not isinstance(raw, list) or not all(isinstance(lane, list) and lane for lane in raw):
+            raise self.fail("lanes", raw, "must be a list of non-empty lists of exercise ids")
+        named = [ex for lane in raw for ex in lane]
+        for ex in named:
+            if ex not in ids:
+                raise self.fail("lanes", ex, f"is not an exercise id (known: {', '.join(ids)})")
+        if len(set(named)) != len(named):
+            raise self.fail("lanes", raw, "name an exercise twice")
+        if raw and set(named) != set(ids):
+            raise self.fail("lanes", raw, f"leave out {', '.join(i for i in ids if i not in named)}")
+        return tuple(tuple(lane) for lane in raw)
 
     def gradescope(self, raw: object) -> Gradescope:
         raw = self.mapping("gradescope", raw, set(), {"visibility", "stdout_visibility"})

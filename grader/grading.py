@@ -19,8 +19,8 @@ from grader.errors import GraderError, GraderFailure
 from grader.intake.names import learner_id, shown, submitted_as
 from grader.intake.submission import MiB, Submission, load_submission
 from grader.run.isolation import probe
+from grader.run.lanes import lanes_of, run_in_lanes
 from grader.run.launch import Launcher, grading_launcher
-from grader.run.sandbox import run_checks
 from grader.score.results import CheckOutcome, DeviceInfo, IsolationInfo, Report, TopLevelStop
 from grader.score.scoring import (
     absent_outcome,
@@ -38,9 +38,11 @@ UNKNOWN_DEVICE = DeviceInfo("unknown", "unknown", "unknown")
 def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang: Lang = "vi",
           visibility: Iterable[Visibility] = ("public", "hidden"),
           exercises: Iterable[str] | None = None, launcher: Launcher | None = None,
-          wall_clock_s: float | None = None, seed: int | None = None) -> Report:
+          wall_clock_s: float | None = None, seed: int | None = None, lanes: int = 1) -> Report:
     """Grade the submission at ``path``; its processes start with ``launcher`` (grader/run/launch.py;
     by default ``grading_launcher``, isolated as this machine allows; a batch passes its fork servers).
+    ``lanes``: how many of the course's lanes may run at once (grader/run/lanes.py; ``grader grade`` on a
+    machine with a free core, from ``launcher``'s warm servers; a batch grades learners side by side instead).
     ``wall_clock_s``: the instructor's bound on this learner's whole grading (``--learner-timeout``),
     instead of the course's ``limits.run_timeout_s``. ``seed``: the grading's secret, from which the
     checks draw their problems (grader/reference/draws.py); None draws a new one here, from the
@@ -48,7 +50,7 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
     if launcher is None:
         with grading_launcher(probe()) as own:
             return grade(path, course, device=device, lang=lang, visibility=visibility, exercises=exercises,
-                         launcher=own, wall_clock_s=wall_clock_s, seed=seed)
+                         launcher=own, wall_clock_s=wall_clock_s, seed=seed, lanes=1)
     started = time.monotonic()
     seed = new_seed() if seed is None else seed
     limits = course.limits if wall_clock_s is None else dataclasses.replace(course.limits, run_timeout_s=wall_clock_s)
@@ -75,8 +77,11 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
     top_level: tuple[TopLevelStop, ...] = ()
     learner_seconds = 0.0
     if to_run:
-        sources = {ex_id: src for ex_id, src in submission.sources.items() if ex_id in wanted}
-        run = run_checks(sources, to_run, device=device, limits=limits, launcher=launcher, seed=seed)
+        # Every module the submission has: those of the exercises asked for run their top level, the others
+        # only if one of them imports it (grader/run/sandbox.py ``start_message``).
+        sources = dict(submission.sources)
+        run = run_in_lanes(sources, lanes_of(to_run, course.lanes, sources, lanes), device=device, limits=limits,
+                           launcher=launcher, seed=seed)
         outcomes.update(never_named(explain_missing(run.outcomes, submission, run.stops), chosen, submission))
         top_level = top_level_stops(submission, run.stops, lang, limits)
         device_info = run.device or UNKNOWN_DEVICE
@@ -108,12 +113,14 @@ def failed_report(path: Path, course: Course, reason: str, lang: Lang) -> Report
 
 
 def grade_or_failed(path: Path, course: Course, *, device: RequestedDevice = "auto", lang: Lang = "vi",
-                    launcher: Launcher, wall_clock_s: float | None = None, seed: int | None = None) -> Report:
+                    launcher: Launcher, wall_clock_s: float | None = None, seed: int | None = None,
+                    lanes: int = 1) -> Report:
     """``grade()``, and when the grader itself breaks (a bug), the traceback on stderr and a
     zero-score report that says why, never a traceback instead of a report. A GraderError (a
     usage error, the user's to fix) still raises."""
     try:
-        return grade(path, course, device=device, lang=lang, launcher=launcher, wall_clock_s=wall_clock_s, seed=seed)
+        return grade(path, course, device=device, lang=lang, launcher=launcher, wall_clock_s=wall_clock_s, seed=seed,
+                     lanes=lanes)
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a grader bug still leaves a report behind

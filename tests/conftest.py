@@ -80,11 +80,15 @@ def _torch_on_its_share() -> None:
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``grader ARGS`` in a subprocess, its gradings with this test process's part of the cores (``SHARE``)."""
+            env: dict[str, str] | None = None, one_core: bool = False) -> subprocess.CompletedProcess[str]:
+    """``grader ARGS`` in a subprocess, its gradings with this test process's part of the cores (``SHARE``);
+    ``one_core``: the command may run on one core only (as `taskset -c`, a Slurm task or a small container
+    sets it), where ``grader grade`` runs no lanes and execs its first run (grader/run/share.py ``lanes_here``)."""
     env = {**os.environ, **SHARE.env, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, check=False,
-                          cwd=cwd or ROOT, env=env, timeout=timeout)
+    # util-linux's taskset (Debian's essential set), not a preexec_fn: this process has threads.
+    pinned = ["taskset", "-c", str(min(os.sched_getaffinity(0)))] if one_core else []
+    return subprocess.run([*pinned, sys.executable, "-m", "grader", *args], capture_output=True, text=True,
+                          check=False, cwd=cwd or ROOT, env=env, timeout=timeout)
 
 
 @pytest.fixture
@@ -110,7 +114,7 @@ class ForkLaunchers:
     def __init__(self) -> None:
         self._launchers: dict[tuple[Isolation, tuple[tuple[str, str], ...], float], ForkLauncher] = {}
 
-    def grading(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
+    def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]:
         return contextlib.nullcontext(self.launcher(isolation))
 
     def batch(self, fork: bool, share: Share, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:

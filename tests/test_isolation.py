@@ -34,6 +34,7 @@ from grader.grading import grade
 from grader.run import isolation, seccomp
 from grader.run.isolation import fork_trial, probe
 from grader.run.launch import grading_launcher
+from grader.run.share import lanes_here
 from tests.conftest import ROOT, STUBS, Graded, course_with, run_cli, solution_text, survivors
 
 pytestmark = pytest.mark.skipif(probe().mode != "bwrap", reason="isolation is not available on this machine")
@@ -285,7 +286,11 @@ def _assert_gradescope_capped(results: dict[str, Any]) -> None:
     assert "more characters cut" in flood["output"]
 
 
-def test_an_attacker_graded_alone_reaches_nothing(tmp_path: Path, listener: tuple[int, list[bytes]]) -> None:
+@pytest.mark.parametrize("cores", ["one core", "every core"])
+def test_an_attacker_graded_alone_reaches_nothing(cores: str, tmp_path: Path,
+                                                  listener: tuple[int, list[bytes]]) -> None:
+    """``grader grade`` of an attacker: on one core its learner processes are exec'd; where it runs the course's
+    lanes side by side, forked from a warm server (grader/run/lanes.py), as a batch's are."""
     port, received = listener
     cls = _class(tmp_path, port)
     before = _digest(ROOT / "grader")
@@ -294,9 +299,10 @@ def test_an_attacker_graded_alone_reaches_nothing(tmp_path: Path, listener: tupl
     out = tmp_path / "mallory.yaml"
     gradescope = tmp_path / "results.json"
     proc = run_cli("grade", str(cls / "mallory"), "-o", str(out), "--lang", "en", "--course", str(course),
-                   "--gradescope", str(gradescope), timeout=240)
+                   "--gradescope", str(gradescope), timeout=240, one_core=cores == "one core")
     assert proc.returncode == 0, proc.stderr
-    _assert_contained(yaml.safe_load(out.read_text(encoding="utf-8")), received, before, forked=False)
+    forked = cores == "every core" and lanes_here("auto") > 1 and probe().learners_fork
+    _assert_contained(yaml.safe_load(out.read_text(encoding="utf-8")), received, before, forked=forked)
     _assert_gradescope_capped(json.loads(gradescope.read_text(encoding="utf-8")))
     assert _digest(cls / "good") == neighbours
 

@@ -12,7 +12,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import grader
+from grader import emulation, judge, learner, reference
 from grader.learner.longcalls import PartedProducts
 from grader.reference.meter import MemoryMeter
 from grader.reference.modes import LeavesFromUnder
@@ -101,13 +101,17 @@ def test_a_graders_mode_the_learner_already_took_off_takes_nothing_else() -> Non
 
 
 def _grader_modes() -> list[type]:
+    """Every TorchFunctionMode and TorchDispatchMode defined where the grader's code runs beside torch (the
+    packages that import it: their entry points aside)."""
     found = []
-    for info in pkgutil.walk_packages(grader.__path__, "grader."):
-        if info.name.startswith("grader.checks") or info.name.endswith(".__main__"):
-            continue  # pytest's modules, imported by the judge's own session; the programs' entry points
-        module = importlib.import_module(info.name)
+    names = [info.name for package in (emulation, learner, reference, judge)
+             for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}.")]
+    for name in names:
+        if name.endswith(".__main__"):
+            continue
+        module = importlib.import_module(name)
         for value in vars(module).values():
-            if (isinstance(value, type) and value.__module__ == info.name
+            if (isinstance(value, type) and value.__module__ == name
                     and issubclass(value, (TorchFunctionMode, TorchDispatchMode))):
                 found.append(value)
     return found

@@ -28,6 +28,7 @@ from grader.outputs.report import write_yaml
 from grader.outputs.terminal import summary
 from grader.run.isolation import NONE, Isolation, probe
 from grader.run.launch import FRESH, Launchers
+from grader.run.share import lanes_here
 from grader.wire.messages import REQUESTED_DEVICES
 
 if TYPE_CHECKING:
@@ -128,9 +129,13 @@ def cmd_grade(args: argparse.Namespace, launchers: Launchers = FRESH) -> int:
     # inside the submission is (grader/intake/submission.py).
     submission = args.submission.resolve() if args.submission.is_symlink() else args.submission
     code = ExitCode.OK
-    with launchers.grading(isolation_for(args.isolation)) as launcher:
+    isolation = isolation_for(args.isolation)
+    # The course's lanes side by side where this machine has the cores for them (grader/run/lanes.py), and
+    # forks learner processes: exec'd, each lane's would import torch of its own.
+    lanes = lanes_here(args.device) if isolation.learners_fork else 1
+    with launchers.grading(isolation, lanes) as launcher:
         report = grade_or_failed(submission, course, device=args.device, lang=lang, launcher=launcher,
-                                 wall_clock_s=wall_clock_s, seed=seed)
+                                 wall_clock_s=wall_clock_s, seed=seed, lanes=lanes)
     if report.grader_error:
         print(f"grader: the grader could not grade {shown(str(args.submission))}: {shown(report.grader_error)}",
               file=sys.stderr)

@@ -88,7 +88,8 @@ def build(course: Course, out: Path, *, install_url: str = INSTALL_URL) -> Bundl
 def released_course_yaml(course: Course) -> str:
     """course.yaml without hidden checks, solution paths, stub paths or instructor settings."""
     raw: dict[str, Any] = yamltext.load(course.path.read_text(encoding="utf-8"))
-    released: dict[str, Any] = {key: raw[key] for key in ("title", "default_lang", "defaults", "limits") if key in raw}
+    released: dict[str, Any] = {key: raw[key] for key in ("title", "default_lang", "defaults", "limits", "lanes")
+                                 if key in raw}
     released["release"] = "public"
     released["exercises"] = [
         {

@@ -119,7 +119,8 @@ class Runner:
     # -- the top level ------------------------------------------------------------------------
     def start(self, start: Start) -> None:
         self.sources = dict(start.sources)
-        limits = TopLevelLimits(start.cell_timeout_s, start.budget_s, frozenset(start.skip), frozenset(start.shown))
+        limits = TopLevelLimits(start.cell_timeout_s, start.budget_s, frozenset(start.skip), frozenset(start.shown),
+                                None if start.run is None else frozenset(start.run))
         self.toplevel = TopLevel(self.sources, start.workdir, limits, self._tell)
         self.toplevel.timed_out.update(start.timed_out)
         self.code = LearnerCode(tuple(sorted(self.toplevel.learner_dirs())))

@@ -78,6 +78,7 @@ class TopLevelLimits:
     # Cells an earlier process ran: what they print is in the report already, so they run again without
     # printing (a notebook's output reads as one "Run all", not its first cells twice after a restart).
     shown: frozenset[tuple[str, int]] = frozenset()
+    run: frozenset[str] | None = None  # the modules ``run_all`` runs (None: all); the others when imported
 
 
 class TimeUp(BaseException):
@@ -333,7 +334,8 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def run_all(self) -> None:
         for name in self.sources:
-            self.module(name)
+            if self.limits.run is None or name in self.limits.run:
+                self.module(name)
 
     # -- one cell ----------------------------------------------------------------------------
     def budget_left(self) -> float:

@@ -517,10 +517,13 @@ def compile_ahead() -> None:
 
 
 @contextlib.contextmanager
-def grading_launcher(isolation: Isolation) -> Iterator[Launcher]:
-    """What one grading starts its processes with, for its lifetime (``RestartLauncher``, the whole machine)."""
+def grading_launcher(isolation: Isolation, lanes: int = 1) -> Iterator[Launcher]:
+    """What one grading starts its processes with, for its lifetime, the whole machine: ``RestartLauncher``
+    for one run at a time; for ``lanes`` at once (grader/run/lanes.py), a ``ForkLauncher`` whose two servers
+    start as a first run's processes would (their imports beside each other) and fork every run's,
+    the lanes' first ones included — exec'd, each lane's would import torch again, on the same cores."""
     compile_ahead()
-    launcher = RestartLauncher(WHOLE, isolation)
+    launcher = ForkLauncher(WHOLE, isolation) if lanes > 1 else RestartLauncher(WHOLE, isolation)
     try:
         yield launcher
     finally:
@@ -540,10 +543,11 @@ def launcher_for_batch(fork: bool, share: Share, isolation: Isolation) -> Iterat
 
 
 class Launchers(Protocol):
-    """How the commands start their processes: ``grading`` for one ``grader grade`` (its lifetime),
-    ``batch`` for a ``grader batch`` (its lifetime; ``fork`` False: ``--no-fork-server``)."""
+    """How the commands start their processes: ``grading`` for one ``grader grade`` (its lifetime; ``lanes``:
+    the runs it may have going at once), ``batch`` for a ``grader batch`` (its lifetime; ``fork`` False:
+    ``--no-fork-server``)."""
 
-    def grading(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]: ...
+    def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]: ...
     def batch(self, fork: bool, share: Share, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]: ...
 
 
@@ -552,8 +556,8 @@ class FreshLaunchers:
     it is done. A program that runs many commands in one process (the test suite) passes its own
     ``Launchers`` to ``grader.commands.cli.main``, sharing warm servers between them."""
 
-    def grading(self, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
-        return grading_launcher(isolation)
+    def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]:
+        return grading_launcher(isolation, lanes)
 
     def batch(self, fork: bool, share: Share, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]:
         return launcher_for_batch(fork, share, isolation)

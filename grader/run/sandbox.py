@@ -235,10 +235,13 @@ class _Runner:
         return HOME if self.isolation.mode == "bwrap" else str(self.workdir)
 
     def start_message(self, pending: list[CheckSpec]) -> Start:
+        # Every module, so that one can import another (`from ex1_device import pick_device`); only the pending
+        # exercises' run their top level first (a restart's, a lane's), the others when imported.
         wanted = {c.exercise for c in pending}
-        return Start({ex: s for ex, s in self.sources.items() if ex in wanted}, self.learner_workdir(),
+        run = tuple(dict.fromkeys(s.module for ex, s in self.sources.items() if ex in wanted))
+        return Start(dict(self.sources), self.learner_workdir(),
                      self.limits.cell_timeout_s, max(self.limits.top_level_timeout_s - self.top_level_spent, 0.0),
-                     tuple(sorted(self.skip)), tuple(sorted(self.timed_out)), tuple(sorted(self.shown)))
+                     tuple(sorted(self.skip)), tuple(sorted(self.timed_out)), tuple(sorted(self.shown)), run)
 
     def run(self) -> SandboxRun:
         while self.pending():

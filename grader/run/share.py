@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -33,6 +34,23 @@ def usable_cores() -> int:
     if hasattr(os, "sched_getaffinity"):  # honours taskset, cpusets and Slurm's --cpus-per-task
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+# What shows a GPU a learner process could use: NVIDIA's driver, AMD's ROCm.
+GPU_NODES = ("/dev/nvidiactl", "/dev/kfd")
+
+
+def lanes_here(device: str) -> int:
+    """How many runs one ``grader grade`` may have going at once (grader/run/lanes.py): two where two cores
+    are free for it and no GPU is there to share — two learner processes on one GPU would share its
+    memory, which the out-of-memory exercise fills, and its clock, which the timing exercise reads — and
+    where processes are forked (Linux: the second run's judge and learner process must not import torch
+    again); one elsewhere."""
+    if not sys.platform.startswith("linux") or usable_cores() < 2 or device not in ("auto", "cpu"):
+        return 1
+    if device == "auto" and any(os.path.exists(node) for node in GPU_NODES):
+        return 1
+    return 2
 
 
 def learner_waits(environ: Mapping[str, str]) -> dict[str, str]:

@@ -261,6 +261,9 @@ class Start:
     skip: tuple[tuple[str, int], ...] = ()  # cells an earlier learner process could not finish
     timed_out: tuple[str, ...] = ()  # functions ("ex2_timing.time_matmul") that ran past a limit before
     shown: tuple[tuple[str, int], ...] = ()  # cells an earlier learner process ran: their output is in the report
+    # The modules whose top level runs, in order (None: every one); the others run only when one imports
+    # them (`from ex1_device import pick_device`): a restart's or a lane's (grader/run/lanes.py) own exercises.
+    run: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
