@@ -30,6 +30,7 @@ from grader.course import load_course  # noqa: E402
 from grader.grading import grade  # noqa: E402
 from grader.run.isolation import NONE, probe  # noqa: E402
 from grader.run.launch import ForkLauncher, Launcher, grading_launcher  # noqa: E402
+from grader.run.share import lanes_here  # noqa: E402
 from tests.submissions.catalog import CORRECT_STYLES  # noqa: E402
 
 
@@ -57,13 +58,17 @@ def main() -> int:
     lost_total = 0
     servers = ForkLauncher(isolation=isolation) if args.fork_server else None
 
+    # A batch worker grades one run at a time; one ``grader grade`` runs the course's lanes side by side where
+    # this machine lets it (grader/run/lanes.py), beside the spinners here.
+    lanes = 1 if servers is not None else lanes_here("auto", isolation.learners_fork)
+
     def launcher_for_one() -> contextlib.AbstractContextManager[Launcher]:
         """A batch worker's warm servers, or what one ``grader grade`` starts its processes with."""
-        return contextlib.nullcontext(servers) if servers is not None else grading_launcher(isolation)
+        return contextlib.nullcontext(servers) if servers is not None else grading_launcher(isolation, lanes)
 
     try:
         print(f"{args.load} busy processes on {os.cpu_count()} cores; {args.repeats} gradings per style"
-              f"{', forked sandboxes' if args.fork_server else ''}; isolation: {isolation.mode}")
+              f"{', forked sandboxes' if args.fork_server else ''}; isolation: {isolation.mode}; lanes: {lanes}")
         with servers or contextlib.nullcontext():  # fork servers for every grading, as a batch worker has
             for name, source in CORRECT_STYLES.items():
                 folder = work / name
@@ -72,7 +77,7 @@ def main() -> int:
                 for _ in range(args.repeats):
                     started = time.monotonic()
                     with launcher_for_one() as launcher:
-                        report = grade(folder, course, lang="en", launcher=launcher)
+                        report = grade(folder, course, lang="en", launcher=launcher, lanes=lanes)
                     seconds.append(time.monotonic() - started)
                     lost += report.max_score - report.score
                     failures |= {c.id for ex in report.exercises for c in ex.checks if c.status != "passed"}

@@ -349,7 +349,7 @@ def test_a_grading_execs_its_first_run_and_forks_its_restarts(spawn: str, tmp_pa
     assert len(started) >= 2, started  # the first run and a restart
     # Where bubblewrap runs as an ordinary user (a CI runner), no learner process is forked (``learners_fork``).
     forks = f"forked: {probe().learners_fork}"
-    lanes = lanes_here("auto") > 1 and probe().learners_fork
+    lanes = lanes_here("auto", probe().learners_fork) > 1
     expected = {"grade": [forks] * len(started) if lanes else ["forked: False"] + [forks] * (len(started) - 1),
                 "batch": [forks] * len(started), "batch-exec": ["forked: False"] * len(started)}
     assert started == expected[spawn]

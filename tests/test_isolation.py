@@ -301,7 +301,7 @@ def test_an_attacker_graded_alone_reaches_nothing(cores: str, tmp_path: Path,
     proc = run_cli("grade", str(cls / "mallory"), "-o", str(out), "--lang", "en", "--course", str(course),
                    "--gradescope", str(gradescope), timeout=240, one_core=cores == "one core")
     assert proc.returncode == 0, proc.stderr
-    forked = cores == "every core" and lanes_here("auto") > 1 and probe().learners_fork
+    forked = cores == "every core" and lanes_here("auto", probe().learners_fork) > 1
     _assert_contained(yaml.safe_load(out.read_text(encoding="utf-8")), received, before, forked=forked)
     _assert_gradescope_capped(json.loads(gradescope.read_text(encoding="utf-8")))
     assert _digest(cls / "good") == neighbours

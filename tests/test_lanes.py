@@ -3,6 +3,11 @@ modules run once, a notebook in one run, and a lane that crashes costs only its 
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +22,9 @@ from grader.run.sandbox import SandboxRun
 from grader.run.share import lanes_here
 from grader.score.results import CheckOutcome, DeviceInfo
 from grader.wire.messages import Source
-from tests.conftest import ROOT, ForkLaunchers, folder_with, solution_text
+from tests.conftest import ROOT, SHARE, ForkLaunchers, folder_with, solution_text
 from tests.submissions.catalog import MODULES
+from tests.test_batch import _as_from_a_terminal, _learner_running
 
 COURSE = load_course()
 MISTAKES = ROOT / "tests" / "submissions" / "mistakes"
@@ -128,9 +134,9 @@ def test_a_lane_that_crashes_costs_only_its_own_checks(tmp_path: Path, fork_laun
 
 
 def test_lanes_wait_for_a_core_and_no_gpu() -> None:
-    here = lanes_here("auto")
-    assert lanes_here("cuda") == lanes_here("mps") == 1
-    assert here in (1, 2) and lanes_here("cpu") >= here
+    here = lanes_here("auto", True)
+    assert lanes_here("cuda", True) == lanes_here("mps", True) == lanes_here("cpu", False) == 1
+    assert here in (1, 2) and lanes_here("cpu", True) >= here
 
 
 def test_a_module_that_imports_another_lane_s_module_finds_it(tmp_path: Path, fork_launchers: ForkLaunchers) -> None:
@@ -145,3 +151,26 @@ def test_a_module_that_imports_another_lane_s_module_finds_it(tmp_path: Path, fo
     assert report.top_level == ()
     assert report.score == report.max_score, [(c.id, c.status, c.message) for e in report.exercises for c in e.checks
                                               if c.status != "passed"]
+
+
+@pytest.mark.skipif(lanes_here("auto", probe().learners_fork) < 2, reason="grader grade runs one lane on this machine")
+def test_a_ctrl_c_ends_every_lane_at_once(tmp_path: Path) -> None:
+    """Ctrl-C while ex5's lane waits on a `train_steps` that never returns (its check's limit: 30 s) and ex1's
+    lane is done: `grader grade` stops both lanes' processes and exits 130 at once — it waited for the hung
+    lane before the lanes' threads were told (``run_checks``'s ``stop``)."""
+    files = {"ex1_device": solution_text("ex1"),
+             "ex5_amp": solution_text("ex5") + "\n\ndef train_steps(*args, **kwargs):\n    while True:\n        pass\n"}
+    folder = folder_with(tmp_path, "hangs_in_ex5", files)
+    command = [sys.executable, "-m", "grader", "grade", str(folder), "-o", str(tmp_path / "r.yaml")]
+    with subprocess.Popen(command, cwd=ROOT, env={**os.environ, **SHARE.env, "PYTHONPATH": str(ROOT)},
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=_as_from_a_terminal) as proc:  # noqa: PLW1509 - before exec
+        deadline = time.monotonic() + 120
+        while not _learner_running(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(5)  # ex5's first check has called the loop by now (its lane's processes were up)
+        assert proc.poll() is None, "the grading ended before the Ctrl-C"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=20)  # the hung check alone would hold it 30 s more
+    assert proc.returncode == 130, stderr
+    assert "grader: interrupted" in stderr and "Traceback" not in stderr

@@ -130,9 +130,7 @@ def cmd_grade(args: argparse.Namespace, launchers: Launchers = FRESH) -> int:
     submission = args.submission.resolve() if args.submission.is_symlink() else args.submission
     code = ExitCode.OK
     isolation = isolation_for(args.isolation)
-    # The course's lanes side by side where this machine has the cores for them (grader/run/lanes.py), and
-    # forks learner processes: exec'd, each lane's would import torch of its own.
-    lanes = lanes_here(args.device) if isolation.learners_fork else 1
+    lanes = lanes_here(args.device, isolation.learners_fork)  # the course's lanes side by side (grader/run/lanes.py)
     with launchers.grading(isolation, lanes) as launcher:
         report = grade_or_failed(submission, course, device=args.device, lang=lang, launcher=launcher,
                                  wall_clock_s=wall_clock_s, seed=seed, lanes=lanes)

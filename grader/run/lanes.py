@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import threading
 from collections.abc import Mapping, Sequence
 
 from grader.course import CheckSpec
@@ -49,10 +50,17 @@ def run_in_lanes(sources: Mapping[str, Source], lanes: list[list[CheckSpec]], *,
     if len(lanes) == 1:
         return run_checks(sources, lanes[0], device=device, limits=limits, launcher=launcher, seed=seed)
     shared = dataclasses.replace(limits, output_kb=max(1, limits.output_kb // len(lanes)))
-    with concurrent.futures.ThreadPoolExecutor(len(lanes), thread_name_prefix="lane") as pool:
-        futures = [pool.submit(run_checks, sources, lane, device=device, limits=shared, launcher=launcher, seed=seed)
-                   for lane in lanes]
+    stop = threading.Event()  # a Ctrl-C comes to this thread: the lanes' threads end their runs on it
+    pool = concurrent.futures.ThreadPoolExecutor(len(lanes), thread_name_prefix="lane")
+    try:
+        futures = [pool.submit(run_checks, sources, lane, device=device, limits=shared, launcher=launcher, seed=seed,
+                               stop=stop) for lane in lanes]
         return merged([future.result() for future in futures])
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def merged(runs: Sequence[SandboxRun]) -> SandboxRun:

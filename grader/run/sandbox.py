@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -190,21 +191,25 @@ class _Pair:
 
 
 def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
-               launcher: Launcher | None = None, seed: int = 0) -> SandboxRun:
-    """Grade ``checks`` (all of exercises that have a source) in as few runs as possible."""
+               launcher: Launcher | None = None, seed: int = 0, stop: threading.Event | None = None) -> SandboxRun:
+    """Grade ``checks`` (all of exercises that have a source) in as few runs as possible. ``stop``: set by
+    another thread (a Ctrl-C that thread received: grader/run/lanes.py), it ends the running pair and
+    raises KeyboardInterrupt here, as a Ctrl-C in this thread would."""
     root = Path(tempfile.mkdtemp(prefix="grader-"))
     workdir = root / "work"
     workdir.mkdir()
     try:
-        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher(), seed).run()
+        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher(), seed, stop).run()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 class _Runner:
     def __init__(self, workdir: Path, sources: Mapping[str, Source], checks: list[CheckSpec],  # noqa: PLR0917
-                 device: RequestedDevice, limits: Limits, launcher: Launcher, seed: int = 0) -> None:
+                 device: RequestedDevice, limits: Limits, launcher: Launcher, seed: int = 0,
+                 stop: threading.Event | None = None) -> None:
         self.workdir, self.sources = workdir, sources
+        self.stop = stop
         self.seed = seed  # to the judge only, in its Plan: every run of this grading draws the same problems
         self.checks = {c.id: c for c in checks}
         self.device, self.limits, self.launcher = device, limits, launcher
@@ -314,6 +319,8 @@ class _Runner:
         trace = pair.trace
         try:
             while pair.channel in open_fds and not trace.done and trace.lost is None:
+                if self.stop is not None and self.stop.is_set():
+                    raise KeyboardInterrupt  # the pair ends below, as at a Ctrl-C in this thread
                 now = time.monotonic()
                 # A top-level cell stuck in C code (one huge matmul) ignores its own SIGALRM.
                 cell_deadline = (pair.cell_started[-1] + self.limits.cell_timeout_s + GRACE_S

@@ -40,13 +40,13 @@ def usable_cores() -> int:
 GPU_NODES = ("/dev/nvidiactl", "/dev/kfd")
 
 
-def lanes_here(device: str) -> int:
+def lanes_here(device: str, learners_fork: bool) -> int:
     """How many runs one ``grader grade`` may have going at once (grader/run/lanes.py): two where two cores
     are free for it and no GPU is there to share — two learner processes on one GPU would share its
     memory, which the out-of-memory exercise fills, and its clock, which the timing exercise reads — and
-    where processes are forked (Linux: the second run's judge and learner process must not import torch
-    again); one elsewhere."""
-    if not sys.platform.startswith("linux") or usable_cores() < 2 or device not in ("auto", "cpu"):
+    where processes are forked (Linux, and a sandbox that forks learner processes, ``learners_fork``:
+    exec'd, the second run's judge and learner process would import torch again); one elsewhere."""
+    if not (sys.platform.startswith("linux") and learners_fork) or usable_cores() < 2 or device not in ("auto", "cpu"):
         return 1
     if device == "auto" and any(os.path.exists(node) for node in GPU_NODES):
         return 1
