@@ -49,6 +49,7 @@ from grader.commands.cli import main as grader_main  # noqa: E402
 from grader.run.isolation import Isolation  # noqa: E402
 from grader.run.launch import ForkLauncher, Launcher  # noqa: E402
 from grader.run.share import Share  # noqa: E402
+from grader.wire.messages import RequestedDevice  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -130,6 +131,9 @@ class WarmServers:
 
     def __init__(self) -> None:
         self.launcher: ForkLauncher | None = None
+
+    def lanes(self, device: RequestedDevice, isolation: Isolation) -> int:
+        return 1
 
     def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]:
         raise NotImplementedError("by_process runs batches only")

@@ -21,7 +21,8 @@ import yaml
 from grader.commands.cli import main
 from grader.run.isolation import Isolation, probe
 from grader.run.launch import ExecLauncher, ForkLauncher, Launcher
-from grader.run.share import Share, machine_share, usable_cores
+from grader.run.share import Share, lanes_here, machine_share, usable_cores
+from grader.wire.messages import RequestedDevice
 from tests import roster_class as canvas_class
 from tests.notebooks.catalog import CASES as NOTEBOOKS
 from tests.submissions.catalog import CORRECT_STYLES, MODULES, ROOT, mistakes
@@ -113,6 +114,13 @@ class ForkLaunchers:
 
     def __init__(self) -> None:
         self._launchers: dict[tuple[Isolation, tuple[tuple[str, str], ...], float], ForkLauncher] = {}
+
+    def lanes(self, device: RequestedDevice, isolation: Isolation) -> int:
+        """A grading's lanes where this process's part of the cores holds two (pytest without xdist); under
+        xdist the workers' gradings already run side by side, as a batch's do, and one grading in lanes
+        would only add a second pair's start to each (tests/test_lanes.py grades in lanes on purpose, and
+        every `grader grade` the suite runs as a command line does here)."""
+        return lanes_here(device, isolation.learners_fork) if _threads(SHARE) >= 2 else 1
 
     def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]:
         return contextlib.nullcontext(self.launcher(isolation))

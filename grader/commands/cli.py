@@ -28,7 +28,6 @@ from grader.outputs.report import write_yaml
 from grader.outputs.terminal import summary
 from grader.run.isolation import NONE, Isolation, probe
 from grader.run.launch import FRESH, Launchers
-from grader.run.share import lanes_here
 from grader.wire.messages import REQUESTED_DEVICES
 
 if TYPE_CHECKING:
@@ -130,7 +129,7 @@ def cmd_grade(args: argparse.Namespace, launchers: Launchers = FRESH) -> int:
     submission = args.submission.resolve() if args.submission.is_symlink() else args.submission
     code = ExitCode.OK
     isolation = isolation_for(args.isolation)
-    lanes = lanes_here(args.device, isolation.learners_fork)  # the course's lanes side by side (grader/run/lanes.py)
+    lanes = launchers.lanes(args.device, isolation)  # the course's lanes side by side (grader/run/lanes.py)
     with launchers.grading(isolation, lanes) as launcher:
         report = grade_or_failed(submission, course, device=args.device, lang=lang, launcher=launcher,
                                  wall_clock_s=wall_clock_s, seed=seed, lanes=lanes)

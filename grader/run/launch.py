@@ -40,7 +40,7 @@ from grader.paths import PACKAGE_DIR
 from grader.run import isolation as iso
 from grader.run.isolation import Isolation
 from grader.run.reaper import run_tree
-from grader.run.share import WHOLE, Share
+from grader.run.share import WHOLE, Share, lanes_here
 from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, join_cgroup
 from grader.wire.codec import ProtocolError, decode, encode
 from grader.wire.messages import (
@@ -544,9 +544,10 @@ def launcher_for_batch(fork: bool, share: Share, isolation: Isolation) -> Iterat
 
 class Launchers(Protocol):
     """How the commands start their processes: ``grading`` for one ``grader grade`` (its lifetime; ``lanes``:
-    the runs it may have going at once), ``batch`` for a ``grader batch`` (its lifetime; ``fork`` False:
-    ``--no-fork-server``)."""
+    the runs it may have going at once, as ``lanes`` says for this machine), ``batch`` for a ``grader batch``
+    (its lifetime; ``fork`` False: ``--no-fork-server``)."""
 
+    def lanes(self, device: RequestedDevice, isolation: Isolation) -> int: ...
     def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]: ...
     def batch(self, fork: bool, share: Share, isolation: Isolation) -> contextlib.AbstractContextManager[Launcher]: ...
 
@@ -555,6 +556,9 @@ class FreshLaunchers:
     """The command line's: each command starts its own processes and servers, and stops them when
     it is done. A program that runs many commands in one process (the test suite) passes its own
     ``Launchers`` to ``grader.commands.cli.main``, sharing warm servers between them."""
+
+    def lanes(self, device: RequestedDevice, isolation: Isolation) -> int:
+        return lanes_here(device, isolation.learners_fork)
 
     def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]:
         return grading_launcher(isolation, lanes)
