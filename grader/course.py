@@ -89,7 +89,7 @@ class Course:
     gradescope: Gradescope = Gradescope()
     release: Release | None = None
     # Exercises whose checks may run beside each other's, each group in a run of its own, where the
-    # machine has the cores (grader/grading.py ``lanes_of``): (("ex1", "ex2"), ("ex3",)). Empty: one run.
+    # machine has the cores (grader/run/lanes.py ``lanes_of``): (("ex1", "ex2"), ("ex3",)). Empty: one run.
     lanes: tuple[tuple[str, ...], ...] = ()
 
     def exercise(self, exercise_id: str) -> Exercise:

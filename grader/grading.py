@@ -48,9 +48,9 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
     checks draw their problems (grader/reference/draws.py); None draws a new one here, from the
     operating system, and the report says which, so that ``--seed`` regrades identically."""
     if launcher is None:
-        with grading_launcher(probe()) as own:
+        with grading_launcher(probe(), lanes) as own:
             return grade(path, course, device=device, lang=lang, visibility=visibility, exercises=exercises,
-                         launcher=own, wall_clock_s=wall_clock_s, seed=seed, lanes=1)
+                         launcher=own, wall_clock_s=wall_clock_s, seed=seed, lanes=lanes)
     started = time.monotonic()
     seed = new_seed() if seed is None else seed
     limits = course.limits if wall_clock_s is None else dataclasses.replace(course.limits, run_timeout_s=wall_clock_s)

@@ -118,8 +118,8 @@ class ForkLaunchers:
     def lanes(self, device: RequestedDevice, isolation: Isolation) -> int:
         """As the command line decides (``lanes_here``): the suite's in-process gradings run in lanes wherever
         a `grader grade` would, so that every catalog graded here (the mistakes, the correct styles, the
-        notebooks) shows lanes give its verdicts. Measured: the suite 6:23 and 6:26 with them, 6:42 and 7:01
-        with one lane where this worker's share is one core (docs/performance.md, tenth session)."""
+        notebooks) shows lanes give its verdicts. One lane where this worker's share is one core was tried and
+        was not faster (the suite 6:23-7:21 with lanes, 6:42-7:01 without; docs/performance.md, tenth session)."""
         return lanes_here(device, isolation.learners_fork)
 
     def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]:

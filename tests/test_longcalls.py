@@ -14,6 +14,7 @@ import torch
 
 from grader.learner.longcalls import MIN_ROWS, OutlastsCell, PartedProducts, _rows
 from tests.conftest import Graded, course_with, folder_with, solution_text
+from tests.test_modes import CountingCalls
 
 SMALL_PART = 1e5  # FLOPs: makes the small products below run in parts
 
@@ -116,16 +117,7 @@ def test_blocks_whose_pace_cannot_end_in_the_cells_time_stop_the_cell() -> None:
 
 
 def test_the_cells_mode_leaves_modes_the_learners_cell_left_on_the_stack() -> None:
-    class Counting(torch.overrides.TorchFunctionMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.calls = 0
-
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            self.calls += 1
-            return func(*args, **(kwargs or {}))
-
-    learners = Counting()
+    learners = CountingCalls()
     mode = parted()
     mode.__enter__()
     learners.__enter__()  # entered in the cell and never left

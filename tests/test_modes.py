@@ -20,7 +20,9 @@ from tests.conftest import folder_with, solution_text
 from tests.submissions.catalog import MODULES
 
 
-class _Counting(TorchFunctionMode):
+class CountingCalls(TorchFunctionMode):
+    """A learner's pass-through mode that counts the torch functions it sees (tests/test_longcalls.py too)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.calls = 0
@@ -56,7 +58,7 @@ def _dispatch_stack() -> list[Any]:
 
 def test_a_graders_function_mode_leaves_from_under_the_learners() -> None:
     before = _function_stack()
-    ours, learners = _GradersFunctionMode(), _Counting()
+    ours, learners = _GradersFunctionMode(), CountingCalls()
     ours.__enter__()
     learners.__enter__()  # a learner's function entered it and returned without leaving it
     ours.__exit__(None, None, None)
@@ -89,7 +91,7 @@ def test_a_graders_dispatch_mode_leaves_from_under_the_learners() -> None:
 
 def test_a_graders_mode_the_learner_already_took_off_takes_nothing_else() -> None:
     before = _function_stack()
-    ours, learners = _GradersFunctionMode(), _Counting()
+    ours, learners = _GradersFunctionMode(), CountingCalls()
     ours.__enter__()
     torch.overrides._pop_mode()  # the learner's code popped it
     learners.__enter__()
