@@ -20,7 +20,7 @@ from grader.intake.submission import load_submission
 from grader.learner import torchstate
 from grader.learner.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
 from grader.learner.toplevel import TopLevel, TopLevelLimits, must_wait
-from grader.wire.messages import TopLevelEvent
+from grader.wire.messages import Cell, Source, TopLevelEvent
 from tests.conftest import ROOT, course_with, folder_with, solution_text
 from tests.notebooks._snippets import EX5_LESSON
 from tests.submissions.catalog import MODULES
@@ -168,43 +168,130 @@ kept.__enter__()  # entered in the cell and never left, as a learner's cell may
 """
 
 
-@pytest.mark.parametrize("where", ["enter", "exit"])
-def test_a_limit_landing_where_the_cells_mode_changes_pytorch_s_stack_waits(
-        where: str, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cell's alarm landing inside the grader's own push or pop of its mode (grader/learner/longcalls.py
-    ``UNCUT``) waits, as one inside an import does. Cut between the push and the mode's ``with``, the mode
-    stayed on the stack for the rest of the process, under every check — found when the suite's 13 ms stops
-    of a training loop (above) left one behind on a busy machine; cut inside the pop, a mode the learner's
-    cell left on the stack was lost and the finished cell reported as stopped. Here the signal comes right
-    at the push (the pop): the cell stops at its limit in its own code, or ends, and the stack is as it left it."""
+HELPER = "import torch\nscale = 2\n"
+CALLED = (LEFT_ON_THE_STACK + "import helper\n\ndef f():\n    return helper.scale * int(torch.ones(1).sum())\n\n"
+          "def hung():\n    pass\n")
+
+
+def _run_with_the_limit_at(instruction: int, way: str, workdir: str) -> tuple[int, list[str]]:
+    """Run a cell (a learner module importing another: a limit inside a limit) or a call of the learner's
+    function, and deliver the limit at the ``instruction``-th instruction executed while a limit is armed, in
+    any frame: the grader's, contextlib's, PyTorch's or the learner's. Returns how many instructions ran armed
+    and what the grader left changed in the process."""
     import signal
 
     import torch
 
-    from grader.learner import longcalls
+    from grader.learner.calls import call
 
-    real = longcalls._push_mode if where == "enter" else longcalls._pop_mode
+    def cell(module: str, text: str) -> Source:
+        return Source(module, text, f"{module}.py", (Cell("In [1]", 1, text.count("\n")),))
 
-    def then_the_alarm(*args: Any) -> Any:
-        out = real(*args)
-        signal.raise_signal(signal.SIGALRM)  # handled at the next instruction: still in the mode's own code
-        return out
+    sources = {"ex1": cell("helper", HELPER), "ex2": cell("called", CALLED)}
+    quiet = frozenset({("helper", 0), ("called", 0)})  # the printing a restart silences: one more manager
+    toplevel = TopLevel(sources, workdir, TopLevelLimits(cell_timeout_s=30, shown=quiet), lambda event: None)
+    before = (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack(), sys.stdout, sys.stderr,
+              sys.getprofile(), signal.getsignal(signal.SIGALRM))
+    armed = 0
 
-    monkeypatch.setattr(longcalls, "_push_mode" if where == "enter" else "_pop_mode", then_the_alarm)
-    before = torch._C._len_torch_function_stack()
+    def each_instruction(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal armed
+        if event == "opcode" and toplevel._deadlines:
+            armed += 1
+            if armed == instruction:
+                toplevel._deadlines[-1] = 0.0  # the limit is up here
+                toplevel._on_alarm(signal.SIGALRM, frame)  # as the signal's handler runs: TimeUp, or it waits
+        return each_instruction
+
+    arming = {TopLevel._run_cell.__code__, call.__code__}
+
+    def each_frame(frame: Any, event: str, arg: Any) -> Any:
+        # Not inside an import the cell started (an importing frame's limit waits: the import rule, above),
+        # nor in a frame begun with no limit armed, but the one that arms it.
+        if not (toplevel._deadlines or frame.f_code in arming) or _in_an_import(frame, arming):
+            return None
+        frame.f_trace_opcodes = True
+        return each_instruction
+
     try:
-        if where == "enter":
-            _, heard = run(["while True:\n    pass"], TopLevelLimits(cell_timeout_s=5))
-            assert [kind for _, kind, _ in heard.stops()] == ["timeout"]
-            assert torch._C._len_torch_function_stack() == before
+        if way == "call":
+            toplevel.module("called")
+            toplevel.timed_out.add("called.hung")  # a call then runs under a profile hook (calls.py ``refusing``)
+        sys.settrace(each_frame)
+        if way == "call":
+            call(toplevel, sources["ex2"], "f", lambda f: f(), 30.0)
         else:
-            module, heard = run([LEFT_ON_THE_STACK], TopLevelLimits(cell_timeout_s=5))
-            assert heard.stops() == []
-            assert torch.overrides._get_current_function_mode_stack()[before:] == [module.kept]
+            toplevel.module("called")
     finally:
-        monkeypatch.undo()
-        while torch._C._len_torch_function_stack() > before:
-            torch.overrides._pop_mode()
+        sys.settrace(None)
+        toplevel.close()
+    left: list[str] = []
+    above = torch.overrides._get_current_function_mode_stack()[before[0]:]
+    if [type(mode).__name__ for mode in above] not in ([], ["Kept"]):
+        left.append(f"modes {[type(mode).__name__ for mode in above]}")
+    after = (before[0], torch._C._len_torch_dispatch_stack(), sys.stdout, sys.stderr,
+             sys.getprofile(), signal.getsignal(signal.SIGALRM))
+    left += [name for name, was, now in zip(("", "dispatch modes", "stdout", "stderr", "profile hook", "handler"),
+                                           before, after, strict=True) if was is not now and was != now]
+    if toplevel._deadlines or toplevel._armed_by:
+        left.append("deadlines")
+    if signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0):
+        left.append("timer")
+    signal.setitimer(signal.ITIMER_REAL, 0)  # as it was, for the next instruction
+    signal.signal(signal.SIGALRM, before[5])
+    while torch._C._len_torch_function_stack() > before[0]:
+        torch.overrides._pop_mode()
+    sys.stdout, sys.stderr = before[2], before[3]
+    sys.setprofile(before[4])
+    return armed, left
+
+
+def _in_an_import(frame: Any, arming: set[Any]) -> bool:
+    """Whether an import runs between ``frame`` and a frame above it that arms a limit."""
+    seen = False
+    while frame is not None:
+        if seen and frame.f_code in arming:
+            return True
+        seen = seen or frame.f_code.co_filename.startswith("<frozen importlib")
+        frame = frame.f_back
+    return False
+
+
+@pytest.mark.parametrize("way", ["cell", "call"])
+def test_a_limit_landing_at_any_instruction_leaves_the_grader_s_state_as_it_was(
+        way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The limit's SIGALRM is handled between two instructions, wherever the process is. Landing in the
+    grader's own code around the learner's, it left the grader's state changed for the rest of the process:
+    between the cell's product mode's push and its ``with`` (the mode under every later check), inside its
+    pop (a mode the learner's cell left above it lost), in contextlib's frames between a generator's
+    ``yield`` and the ``with`` taking it (the cell's products mode again: seen once in ~12 runs of the suite's
+    60 stops of a training loop, above; stdout still redirected; the alarm's deadline kept, so every later
+    limit of the process at once). Here it lands at every instruction in turn, also ones CPython never
+    handles a signal at (stricter than the interpreter): a cell importing another learner module, printing
+    silenced, leaving a mode of its own on PyTorch's stack, and a call. The cut is where the learner's code
+    runs, or it waits; the learner's own mode stays."""
+    monkeypatch.chdir(tmp_path)
+    leaks: dict[str, list[int]] = {}
+    instruction = 1
+    while True:
+        armed, left = _run_with_the_limit_at(instruction, way, str(tmp_path))
+        for what in left:
+            leaks.setdefault(what, []).append(instruction)
+        if instruction > armed:
+            break
+        instruction += 1
+    assert armed > 200  # the cell's and the call's whole way in and out of the learner's code
+    assert leaks == {}
+
+
+def test_a_sigalrm_before_the_limit_does_not_stop_the_cell(run: Any) -> None:
+    """Only the limit's own timer stops a cell: a SIGALRM handled before the deadline (one pending from an
+    inner limit that has just ended, or sent by the learner's code) sets the timer again for the deadline.
+    Before, it stopped the cell as if the limit had come ("timeout" after no time at all)."""
+    module, heard = run(["import os, signal\nsignal.raise_signal(signal.SIGALRM)\nos.kill(os.getpid(), "
+                         "signal.SIGALRM)\nreached = True"], TopLevelLimits(cell_timeout_s=30))
+    assert heard.stops() == []
+    assert module.reached
 
 
 MATMUL_PRECISION_PROBE = """

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.emulation.patching import LearnerCode
-from grader.learner.toplevel import TimeUp, TopLevel, files_before, files_full
+from grader.learner.toplevel import TimeUp, TopLevel, Uncut, files_before, files_full
 from grader.wire.codec import cut
 from grader.wire.messages import RaisedKind, Source
 
@@ -127,7 +127,7 @@ def call(toplevel: TopLevel, source: Source, name: str, invoke: Callable[[Any], 
         return Outcome(False, kind="not_attempted")
     before = files_before(toplevel.workdir)
     try:
-        with toplevel.alarm(deadline_s), refusing(hung_codes(toplevel)):
+        with toplevel.alarm(deadline_s), Uncut(refusing(hung_codes(toplevel))):
             return Outcome(True, invoke(func))
     except ReachedHung as reached:
         return Outcome(False, kind="already_timed_out", hung=reached.key)

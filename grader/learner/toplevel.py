@@ -64,8 +64,8 @@ NO_GPU_SIGNS = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "c
                 "cuda error", "cuda-capable device", "cuda is not available", "torch.cuda.is_available() is false",
                 "not compiled with mps", "mps backend", "mps is not available", "invalid device ordinal", "nvml")
 DEFINITIONS_ALLOWANCE_S = 5.0  # for the definitions of a cell that stopped (an import can be slow)
-# A limit that lands inside an import, or in the grader's own change of the mode stack (``must_wait``), waits for
-# it: the alarm comes back this often until it is done.
+# A limit that lands inside an import, or in the grader's own code around the learner's (``must_wait``), waits
+# for it: the alarm comes back this often until it is done.
 IMPORT_RETRY_S = 0.05
 Listener = Callable[[TopLevelEvent], None]
 
@@ -365,7 +365,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         node: ast.stmt | None = None
         try:
             with self.alarm(min(self.limits.cell_timeout_s, self.budget_left())), \
-                    _unprinted((source.module, index) in self.limits.shown), self._products():
+                    Uncut(_unprinted((source.module, index) in self.limits.shown)), Uncut(self._products()):
                 for node in tree.body:
                     exec(compile(ast.Module([node], []), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
                 node = None
@@ -426,42 +426,81 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return tuple(dict.fromkeys(kept))
 
     def _on_alarm(self, signum: int, frame: types.FrameType | None) -> None:
-        armed_by = self._armed_by[-1] if self._armed_by else None
-        if must_wait(frame, armed_by):
+        if not self._deadlines:
+            return  # pending from an alarm that has ended (its exit disarmed the timer)
+        left = self._deadlines[-1] - _monotonic()
+        if left > 0:  # not this deadline's timer: one pending from an inner alarm, or a SIGALRM sent by hand
+            signal.setitimer(signal.ITIMER_REAL, left)
+            return
+        if must_wait(frame, self._armed_by[-1]):
             signal.setitimer(signal.ITIMER_REAL, IMPORT_RETRY_S)  # cut just after it instead
             return
         raise TimeUp
 
-    @contextlib.contextmanager
-    def alarm(self, seconds: float) -> Iterator[None]:
-        """SIGALRM raises TimeUp in the learner's code after ``seconds`` (or the enclosing deadline);
-        PyTorch's modes the interrupted code had changed are put back (grader/learner/torchstate.py)."""
-        modes = torchstate.capture()
-        interrupted = False
-        deadline = _monotonic() + max(seconds, 0.001)
-        if self._deadlines:
-            deadline = min(deadline, self._deadlines[-1])
+    def alarm(self, seconds: float) -> Alarm:
+        """SIGALRM raises TimeUp in the learner's code after ``seconds`` (or the enclosing deadline)."""
+        return Alarm(self, seconds)
+
+
+class Alarm:
+    """The limit of a cell or a call, for a ``with`` around the learner's code (``TopLevel.alarm``); PyTorch's
+    modes the interrupted code had changed are put back (grader/learner/torchstate.py).
+
+    A class, not a generator, as every context manager around the learner's code is (``Uncut``): a limit
+    that landed in contextlib's frames, between a generator's ``yield`` and the ``with`` taking it, left the
+    alarm's deadline on the list (every later limit of the process at once) or the cell's product mode on
+    PyTorch's stack (tests/test_toplevel.py delivers the limit at every instruction)."""
+
+    def __init__(self, toplevel: TopLevel, seconds: float) -> None:
+        self.toplevel = toplevel
+        self.seconds = seconds
+        self.modes: torchstate.TorchModes | None = None
+
+    def __enter__(self) -> None:
+        toplevel = self.toplevel
+        self.modes = torchstate.capture()
+        deadline = _monotonic() + max(self.seconds, 0.001)
+        if toplevel._deadlines:
+            deadline = min(deadline, toplevel._deadlines[-1])
         else:
-            self._previous_handler = signal.signal(signal.SIGALRM, self._on_alarm)
-        self._deadlines.append(deadline)
-        # The frame of the `with self.alarm(...)` statement: this generator's, contextlib's __enter__'s, then it.
-        self._armed_by.append(sys._getframe(2))
+            toplevel._previous_handler = signal.signal(signal.SIGALRM, toplevel._on_alarm)
+        toplevel._armed_by.append(sys._getframe(1))  # the frame of the `with` statement
+        toplevel._deadlines.append(deadline)
         signal.setitimer(signal.ITIMER_REAL, max(deadline - _monotonic(), 0.001))
-        try:
-            yield
-        except TimeUp:
-            interrupted = True
-            raise
-        finally:
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        # The deadline goes first: a SIGALRM handled in between finds the enclosing one, or none, and never
+        # sets the timer again once it is off (past the handler's restore, a timer would end the process).
+        toplevel = self.toplevel
+        toplevel._deadlines.pop()
+        toplevel._armed_by.pop()
+        if toplevel._deadlines:
+            signal.setitimer(signal.ITIMER_REAL, max(toplevel._deadlines[-1] - _monotonic(), 0.001))
+        else:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            if interrupted:
-                torchstate.restore(modes)
-            self._deadlines.pop()
-            self._armed_by.pop()
-            if self._deadlines:
-                signal.setitimer(signal.ITIMER_REAL, max(self._deadlines[-1] - _monotonic(), 0.001))
-            else:
-                signal.signal(signal.SIGALRM, self._previous_handler or signal.SIG_DFL)
+            signal.signal(signal.SIGALRM, toplevel._previous_handler or signal.SIG_DFL)
+        if isinstance(exc, TimeUp):
+            torchstate.restore(self.modes)
+
+
+class Uncut:
+    """A context manager of the grader's around the learner's code (the cell's printing and products, a
+    call's profile hook), entered and left whole: a limit that lands inside waits (``must_wait``)."""
+
+    def __init__(self, manager: contextlib.AbstractContextManager[Any]) -> None:
+        self.manager = manager
+
+    def __enter__(self) -> Any:
+        return self.manager.__enter__()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
+        return self.manager.__exit__(kind, exc, tb)
+
+
+# Where a limit never cuts (``must_wait``): the grader's own changes of PyTorch's mode stack
+# (grader/learner/longcalls.py), the alarm's own start and end, and every ``Uncut`` around the learner's code.
+SETTLING = UNCUT | {Alarm.__enter__.__code__, Alarm.__exit__.__code__, Uncut.__enter__.__code__,
+                    Uncut.__exit__.__code__}
 
 
 def _parse(code: str, filename: str, first_line: int) -> ast.Module:
@@ -493,10 +532,13 @@ def must_wait(frame: types.FrameType | None, armed_by: types.FrameType | None) -
     each pass through ``find_spec`` — and broke every later training in the process ("module
     'sympy' has no attribute 'core'": 70/100 for a correct notebook on a busy machine). The walk
     stops at the frame that armed the limit: the learner's own module, which the top level runs
-    *as* an import above it, is still cut."""
+    *as* an import above it, is still cut. A limit landing in that frame itself waits too: it is the grader's,
+    between two of its ``with`` items or after the body and before the exit (SETTLING)."""
+    if frame is not None and frame is armed_by:
+        return True
     while frame is not None and frame is not armed_by:
         code = frame.f_code
-        if code in UNCUT or code.co_filename.startswith("<frozen importlib"):
+        if code in SETTLING or code.co_filename.startswith("<frozen importlib"):
             return True
         frame = frame.f_back
     return False
