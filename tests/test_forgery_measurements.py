@@ -97,8 +97,11 @@ NOT_PASSED: dict[str, tuple[str, ...]] = {
     "failure_text": ("ex3.roundtrip_values",),
     "bad_shape": ("ex3.roundtrip_values",),
     "infinite_peak": ("ex5.amp_saves_memory",),
+    # Only the training's numbers can tell: its losses and the weights it left are FP32's, bit for bit
+    # (grader/checks/ex5_amp/workload.py ``really_reduced``).
+    "relabelled": ("ex5.fp16_uses_grad_scaler", "ex5.bf16_uses_autocast"),
 }
-CAUGHT = {"events", "values", "bad_shape", "infinite_peak"}  # noted tampering: the judge saw the forgery
+CAUGHT = {"events", "values", "bad_shape", "infinite_peak", "relabelled"}  # noted tampering: the judge saw the forgery
 
 
 def _judge(name: str, attacked: Graded, plain: Graded) -> None:
@@ -182,8 +185,9 @@ def test_the_same_seed_regrades_identically(tmp_path: Path, grade_forked: Callab
 
 # A draw whose honest float16 losses land bit for bit on FP32's in the first two steps (16-bit rounding
 # of the logits can leave a float32 loss where it was: grader/checks/ex5_amp/workload.py AMP_STEPS).
-# Found when a CI run drew it: with 2 steps, the reference solution's ex5.fp16_uses_grad_scaler was an
-# error, "16 matmuls in torch.float16 whose losses are exactly FP32's", noted as tampering.
+# Found when a CI run drew it: with 2 steps and the losses alone, the reference solution's
+# ex5.fp16_uses_grad_scaler was an error, "16 matmuls in torch.float16 whose losses are exactly FP32's",
+# noted as tampering. The checks train 2 steps again, and the rule reads the trained weights too.
 HONEST_COINCIDENCE_SEED = 175871067181834
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -171,9 +172,17 @@ def ex5_problem(batch: int, features: int, hidden: int, classes: int = 10,
     return model, torch.randn(batch, features, generator=gen), torch.randint(0, classes, (batch,), generator=gen)
 
 
-def ex5_reference_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, steps: int,
-                       lr: float = EX5_LR) -> list[float]:
-    """The losses of a plain ``torch.optim.Adam(lr=lr)`` loop, taken as ``AdamSteps``."""
+@dataclass(frozen=True)
+class Fp32Training:
+    """What a plain FP32 training of ex5's problem gives: its losses, and the parameters it leaves."""
+
+    losses: tuple[float, ...]
+    params: tuple[torch.Tensor, ...]
+
+
+def ex5_training_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, steps: int,
+                      lr: float = EX5_LR) -> Fp32Training:
+    """A plain ``torch.optim.Adam(lr=lr)`` loop, taken as ``AdamSteps``, on a copy of ``model``."""
     model = copy.deepcopy(model)
     optimizer = AdamSteps(list(model.parameters()), lr=lr)
     losses = []
@@ -183,7 +192,13 @@ def ex5_reference_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Te
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    return losses
+    return Fp32Training(tuple(losses), tuple(p.detach() for p in model.parameters()))
+
+
+def ex5_reference_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, steps: int,
+                       lr: float = EX5_LR) -> list[float]:
+    """The losses of a plain ``torch.optim.Adam(lr=lr)`` loop (``ex5_training_fp32``)."""
+    return list(ex5_training_fp32(model, inputs, targets, steps, lr).losses)
 
 
 def _ex4_parts(args: list[Any], device: torch.device) -> tuple[Any, ...]:

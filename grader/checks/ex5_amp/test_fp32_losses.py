@@ -30,7 +30,7 @@ def test_fp32_losses(ex5: LearnerModule, devices: Callable[..., list[Device]], d
     for dev in devices("cpu", "cuda", "mps"):
         with dev:
             problem = dev.build("ex5.problem", *small(draw))
-            losses = train(ex5, dev, problem, STEPS, None, lr=draw.ex5_lr, strict=True)
+            losses = train(ex5, dev, problem, STEPS, None, lr=draw.ex5_lr, strict=True).losses
             if dev.device.type != "cpu":
                 earlier.saw_model(dev, problem[0])  # for the check of where the model goes
         for step, (got, want) in enumerate(zip(losses, expected, strict=True), start=1):

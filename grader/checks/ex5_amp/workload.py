@@ -22,7 +22,7 @@ from grader.judge.api import (
     is_number,
 )
 from grader.reference.draws import Draw
-from grader.reference.problems import ex5_problem, ex5_reference_fp32
+from grader.reference.problems import Fp32Training, ex5_problem, ex5_training_fp32
 
 PLACEMENT_ERROR = "Expected all tensors to be on the same device"
 SMALL = (64, 8, 32, 3)  # ex5.problem's batch, features, hidden, classes for the quick checks (measured at)
@@ -77,18 +77,27 @@ MESSAGES = {
 def reference_fp32(args: tuple[int, ...], steps: int, lr: float) -> list[float]:
     """The losses of a plain Adam(lr) + CrossEntropyLoss loop on the problem ``ex5.problem`` builds from
     ``args`` (computed once per judge process: fp32_losses and the tampering rule both ask for it)."""
-    return list(_reference_fp32(args, steps, lr))
+    return list(_reference_fp32(args, steps, lr).losses)
 
 
 @functools.lru_cache(maxsize=4)
-def _reference_fp32(args: tuple[int, ...], steps: int, lr: float) -> tuple[float, ...]:
+def _reference_fp32(args: tuple[int, ...], steps: int, lr: float) -> Fp32Training:
     model, inputs, targets = ex5_problem(*args)
-    return tuple(ex5_reference_fp32(model, inputs, targets, steps, lr))
+    return ex5_training_fp32(model, inputs, targets, steps, lr)
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A training of the learner's loop: its losses, and (``autocast`` callers) the parameters it left,
+    read back from the learner process."""
+
+    losses: list[float]
+    params: tuple[torch.Tensor, ...] | None = None
 
 
 def train(ex5: LearnerModule, dev: Device, problem: tuple[Built, ...], steps: int,  # noqa: PLR0917
           amp_dtype: torch.dtype | None, *, lr: float | None = None, strict: bool = False,
-          autocast: bool = False) -> list[float]:
+          autocast: bool = False) -> Trained:
     """Run the learner's loop on a problem built in the learner process (inside ``with dev:``);
     a placement mistake or a wrong return type becomes its message. ``lr``: the grading's draw, for
     the checks that compare losses (the others leave the learner's default).
@@ -112,8 +121,7 @@ def train(ex5: LearnerModule, dev: Device, problem: tuple[Built, ...], steps: in
             with contextlib.suppress(LearnerSideFailed):  # (then the learner's own error is the message)
                 refuse_cast(dev, model)
         raise
-    if autocast:
-        refuse_cast(dev, model)
+    params = refuse_cast(dev, model) if autocast else None
     if not isinstance(losses, list) or len(losses) != steps:
         fail("ex5.not_list", got=repr(losses)[:60], steps=steps)
     if any(isinstance(v, torch.Tensor) for v in losses):
@@ -122,17 +130,19 @@ def train(ex5: LearnerModule, dev: Device, problem: tuple[Built, ...], steps: in
         losses = [v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for v in losses]
     if not all(is_number(v) for v in losses):
         fail("ex5.not_floats", got=repr(losses[:2])[:60])
-    return [float(v) for v in losses]
+    return Trained([float(v) for v in losses], params)
 
 
-def refuse_cast(dev: Device, model: Built) -> None:
+def refuse_cast(dev: Device, model: Built) -> tuple[torch.Tensor, ...]:
     """A model whose parameters the learner's code cast to a 16-bit dtype (``model.half()``,
     ``model.to(amp_dtype)``) trains in 16 bits without autocast — its products are 16-bit, and the
     events say so: read back from the learner process, its parameters must still be float32."""
-    cast = sorted({str(p.dtype).removeprefix("torch.") for p in dev.inspect(model)["params"]
+    params = tuple(dev.inspect(model)["params"])
+    cast = sorted({str(p.dtype).removeprefix("torch.") for p in params
                    if p.is_floating_point() and p.dtype != torch.float32})
     if cast:
         fail("ex5.model_cast", device=dev.label, dtype=", ".join(cast))
+    return params
 
 
 def reduced_matmuls(dev: Device, dtype: torch.dtype) -> int:
@@ -140,30 +150,38 @@ def reduced_matmuls(dev: Device, dtype: torch.dtype) -> int:
     return sum(1 for e in dev.events if e.kind == "matmul" and e.dtype == str(dtype))
 
 
-# Two observations of one fact: matmuls that really ran in 16 bits move the losses off FP32's. Measured
+# Two observations of one fact: matmuls that really ran in 16 bits move the training off FP32's. Measured
 # (the reference loop, SMALL, 2-3 steps; largest relative gap over the steps): CPU float16 7.3e-6,
 # CPU bfloat16 3.4e-5, the CUDA/MPS stand-ins' float16 8.4e-5 and bfloat16 5.1e-4; the same FP32
 # loop again: 0 (the same kernels, bit for bit). Below 1e-7 — one float32 ulp — the losses are FP32's.
 FP32_OWN = 1e-7
-# How many steps the 16-bit checks train: enough that honest 16-bit losses never all land on FP32's.
-# A loss is one float32 number, and the 16-bit rounding of the logits can leave it bit for bit where
-# FP32 put it. Measured with the reference solution on this machine's CPU kernels over 3000 draws:
-# each of the first four float16 losses was FP32's in 0.6-0.8 % of draws, each bfloat16 one in
-# 0.03-0.13 %. Grading seed 175871067181834 had the first two both on FP32's: with 2 steps the
-# reference solution lost ex5.fp16_uses_grad_scaler as "tampering" (tests/test_forgery_measurements.py
-# grades that seed). With 4 steps no draw had all four (none of the 3001); were the steps independent,
-# about 4e-9 of gradings would. Each step costs milliseconds.
-AMP_STEPS = 4
+# How many steps the 16-bit checks train, and why the rule reads the weights too. A loss is one float32
+# number, and the 16-bit rounding of the logits can leave it bit for bit where FP32 put it: each of the first
+# float16 losses was FP32's in 0.6-0.8 % of draws, each bfloat16 one in 0.03-0.13 % (3000 draws). Grading
+# seed 175871067181834 had the first two both on FP32's: with 2 steps and the losses alone, the reference
+# solution lost ex5.fp16_uses_grad_scaler as "tampering" (tests/test_forgery_measurements.py grades that
+# seed), so the checks trained 4 steps. Now the rule also reads the weights the training left, 1443 float32
+# numbers: after two Adam steps (the second step's update is a ratio of two steps' gradients) an honest
+# 16-bit training of the reference solution left at least 962 of them off FP32's (float16; bfloat16 1222) in
+# every one of 200 draws on the CPU and on both stand-ins, and none bit for bit on FP32's in 3000 draws on the
+# CPU, that seed's included; an FP32 loop left all of them on FP32's, bit for bit, in every draw, on all three
+# (2026-12-06). Two steps instead of four: half of these trainings, ~12 % of a batch learner's CPU.
+AMP_STEPS = 2
 
 
-def really_reduced(dev: Device, dtype: torch.dtype, losses: list[float], problem: tuple[int, ...], lr: float) -> int:
-    """The matmuls the events say ran in ``dtype``, checked against the losses: events that claim
-    16-bit products beside losses that are exactly FP32's, from the same start, are Tampered."""
+def really_reduced(dev: Device, dtype: torch.dtype, trained: Trained, problem: tuple[int, ...], lr: float) -> int:
+    """The matmuls the events say ran in ``dtype``, checked against the training: events that claim
+    16-bit products beside losses and weights that are exactly FP32's, from the same start, are Tampered."""
     claimed = reduced_matmuls(dev, dtype)
-    if claimed:
-        fp32 = reference_fp32(problem, len(losses), lr)
-        if max(abs(got - want) / max(abs(want), 1e-12) for got, want in zip(losses, fp32, strict=True)) < FP32_OWN:
-            raise Tampered(f"{claimed} matmuls in {dtype} whose losses are exactly FP32's")
+    if claimed and trained.params is not None:
+        fp32 = _reference_fp32(problem, len(trained.losses), lr)
+        losses = max(abs(got - want) / max(abs(want), 1e-12)
+                     for got, want in zip(trained.losses, fp32.losses, strict=True)) < FP32_OWN
+        weights = len(trained.params) == len(fp32.params) and all(
+            got.shape == want.shape and got.dtype == want.dtype and torch.equal(got, want)
+            for got, want in zip(trained.params, fp32.params, strict=True))
+        if losses and weights:
+            raise Tampered(f"{claimed} matmuls in {dtype} whose losses and trained weights are exactly FP32's")
     return claimed
 
 
