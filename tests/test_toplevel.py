@@ -173,11 +173,30 @@ CALLED = (LEFT_ON_THE_STACK + "import helper\n\ndef f():\n    return helper.scal
           "def hung():\n    pass\n")
 
 
-def _run_with_the_limit_at(instruction: int, way: str, workdir: str) -> tuple[int, list[str]]:
+class _Timers:
+    """grader/learner/toplevel.py's ``signal`` module, but its timer never fires: the limit comes only where
+    the test delivers it (a real SIGALRM would be handled inside the test's trace function, a frame between the
+    grader's code and the handler that no learner process has)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0  # what the grader last set the timer to
+
+    def __getattr__(self, name: str) -> Any:
+        import signal
+
+        return getattr(signal, name)
+
+    def setitimer(self, which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:
+        self.seconds = seconds
+        return (0.0, 0.0)
+
+
+def _run_with_the_limit_at(instruction: int, way: str, workdir: str,
+                           timers: _Timers) -> tuple[int, list[str], bool]:
     """Run a cell (a learner module importing another: a limit inside a limit) or a call of the learner's
     function, and deliver the limit at the ``instruction``-th instruction executed while a limit is armed, in
-    any frame: the grader's, contextlib's, PyTorch's or the learner's. Returns how many instructions ran armed
-    and what the grader left changed in the process."""
+    any frame: the grader's, contextlib's, PyTorch's or the learner's. Returns how many instructions ran armed,
+    what the grader left changed in the process, and whether the limit stopped the cell or the call."""
     import signal
 
     import torch
@@ -189,7 +208,8 @@ def _run_with_the_limit_at(instruction: int, way: str, workdir: str) -> tuple[in
 
     sources = {"ex1": cell("helper", HELPER), "ex2": cell("called", CALLED)}
     quiet = frozenset({("helper", 0), ("called", 0)})  # the printing a restart silences: one more manager
-    toplevel = TopLevel(sources, workdir, TopLevelLimits(cell_timeout_s=30, shown=quiet), lambda event: None)
+    heard = Recorder()
+    toplevel = TopLevel(sources, workdir, TopLevelLimits(cell_timeout_s=30, shown=quiet), heard)
     before = (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack(), sys.stdout, sys.stderr,
               sys.getprofile(), signal.getsignal(signal.SIGALRM))
     armed = 0
@@ -213,19 +233,22 @@ def _run_with_the_limit_at(instruction: int, way: str, workdir: str) -> tuple[in
         frame.f_trace_opcodes = True
         return each_instruction
 
+    stopped = False
+    left: list[str] = []
     try:
         if way == "call":
             toplevel.module("called")
             toplevel.timed_out.add("called.hung")  # a call then runs under a profile hook (calls.py ``refusing``)
         sys.settrace(each_frame)
         if way == "call":
-            call(toplevel, sources["ex2"], "f", lambda f: f(), 30.0)
+            stopped = call(toplevel, sources["ex2"], "f", lambda f: f(), 30.0).kind == "timed_out"
         else:
             toplevel.module("called")
     finally:
         sys.settrace(None)
         toplevel.close()
-    left: list[str] = []
+    if way == "cell":
+        stopped = any(kind == "timeout" for _, kind, _ in heard.stops())
     above = torch.overrides._get_current_function_mode_stack()[before[0]:]
     if [type(mode).__name__ for mode in above] not in ([], ["Kept"]):
         left.append(f"modes {[type(mode).__name__ for mode in above]}")
@@ -235,15 +258,15 @@ def _run_with_the_limit_at(instruction: int, way: str, workdir: str) -> tuple[in
                                            before, after, strict=True) if was is not now and was != now]
     if toplevel._deadlines or toplevel._armed_by:
         left.append("deadlines")
-    if signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0):
+    if timers.seconds:
         left.append("timer")
-    signal.setitimer(signal.ITIMER_REAL, 0)  # as it was, for the next instruction
+    timers.seconds = 0.0  # as it was, for the next instruction
     signal.signal(signal.SIGALRM, before[5])
     while torch._C._len_torch_function_stack() > before[0]:
         torch.overrides._pop_mode()
     sys.stdout, sys.stderr = before[2], before[3]
     sys.setprofile(before[4])
-    return armed, left
+    return armed, left, stopped
 
 
 def _in_an_import(frame: Any, arming: set[Any]) -> bool:
@@ -270,17 +293,24 @@ def test_a_limit_landing_at_any_instruction_leaves_the_grader_s_state_as_it_was(
     handles a signal at (stricter than the interpreter): a cell importing another learner module, printing
     silenced, leaving a mode of its own on PyTorch's stack, and a call. The cut is where the learner's code
     runs, or it waits; the learner's own mode stays."""
+    from grader.learner import toplevel
+
     monkeypatch.chdir(tmp_path)
+    timers = _Timers()
+    monkeypatch.setattr(toplevel, "signal", timers)
     leaks: dict[str, list[int]] = {}
+    stops = 0
     instruction = 1
     while True:
-        armed, left = _run_with_the_limit_at(instruction, way, str(tmp_path))
+        armed, left, stopped = _run_with_the_limit_at(instruction, way, str(tmp_path), timers)
+        stops += stopped
         for what in left:
             leaks.setdefault(what, []).append(instruction)
         if instruction > armed:
             break
         instruction += 1
     assert armed > 200  # the cell's and the call's whole way in and out of the learner's code
+    assert stops > 20  # where the learner's code runs, the limit stops it
     assert leaks == {}
 
 
