@@ -194,29 +194,9 @@ def to_numpy(t):
     return t.detach().cpu().numpy()
 '''
 
-INFINITE_PEAK = '''
-def train_steps(model, inputs, targets, device, steps=20, amp_dtype=None, lr=1e-3):
-    model.to(device)
-    inputs, targets = inputs.to(device), targets.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(inputs), targets)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    for meter in _objects("MemoryMeter"):
-        meter.peak = "1e999"
-    for calls in _objects("ScalerCalls"):
-        calls.scale = -3
-    return losses
-'''
-
-# -- (e2) the dtype of its own products relabelled: an FP32 loop on the device whose matmul events say
-# float16 / bfloat16, in place (the virtual timeline holds together: only the numbers can tell) ------------
-RELABELLED = '''
-def train_steps(model, inputs, targets, device, steps=20, amp_dtype=None, lr=1e-3):
+# The lesson's FP32 loop on the device, as an honest learner writes it: the attacks below forge around it.
+FP32_ON_DEVICE = '''
+def _fp32_on_device(model, inputs, targets, device, steps, lr):
     model.to(device)
     inputs, targets = inputs.to(device), targets.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -227,6 +207,24 @@ def train_steps(model, inputs, targets, device, steps=20, amp_dtype=None, lr=1e-
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+    return losses
+'''
+
+INFINITE_PEAK = FP32_ON_DEVICE + '''
+def train_steps(model, inputs, targets, device, steps=20, amp_dtype=None, lr=1e-3):
+    losses = _fp32_on_device(model, inputs, targets, device, steps, lr)
+    for meter in _objects("MemoryMeter"):
+        meter.peak = "1e999"
+    for calls in _objects("ScalerCalls"):
+        calls.scale = -3
+    return losses
+'''
+
+# -- (e2) the dtype of its own products relabelled: an FP32 loop on the device whose matmul events say
+# float16 / bfloat16, in place (the virtual timeline holds together: only the numbers can tell) ------------
+RELABELLED = FP32_ON_DEVICE + '''
+def train_steps(model, inputs, targets, device, steps=20, amp_dtype=None, lr=1e-3):
+    losses = _fp32_on_device(model, inputs, targets, device, steps, lr)
     _relabel(amp_dtype, steps)
     return losses
 

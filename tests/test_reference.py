@@ -30,7 +30,7 @@ from grader.reference.problems import (
     ex4_problem,
     ex4_reference_step,
     ex5_problem,
-    ex5_reference_fp32,
+    ex5_training_fp32,
 )
 from grader.wire.messages import OpenDevice
 
@@ -111,12 +111,12 @@ def test_the_fp32_losses_are_the_same_on_any_devices_rounding() -> None:
     for seed in range(1, 31):
         draw = Draw(seed * 7919)
         model, inputs, targets = ex5_problem(*small(draw))
-        judge = ex5_reference_fp32(model, inputs, targets, 3, draw.ex5_lr)
+        judge = ex5_training_fp32(model, inputs, targets, 3, draw.ex5_lr).losses
         for rounding in (1e-6, -1e-6):
             device = copy.deepcopy(model)
             with torch.no_grad():
                 device[0].bias += rounding
-            losses = ex5_reference_fp32(device, inputs, targets, 3, draw.ex5_lr)
+            losses = ex5_training_fp32(device, inputs, targets, 3, draw.ex5_lr).losses
             assert all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(losses, judge, strict=True)), seed
 
 
@@ -132,7 +132,7 @@ def test_the_fp32_reference_is_torch_optim_adam_bit_for_bit() -> None:
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
-        assert ex5_reference_fp32(model, inputs, targets, 3) == losses
+        assert list(ex5_training_fp32(model, inputs, targets, 3).losses) == losses
 
 
 def test_the_reference_training_does_not_import_torch_dynamo() -> None:
@@ -140,10 +140,10 @@ def test_the_reference_training_does_not_import_torch_dynamo() -> None:
     (sympy with it, 2.5-3 CPU-s) never imported. An Optimizer's step would import it."""
     code = (
         "import sys, torch\n"
-        "from grader.reference.problems import ex4_problem, ex4_reference_step, ex5_problem, ex5_reference_fp32\n"
+        "from grader.reference.problems import ex4_problem, ex4_reference_step, ex5_problem, ex5_training_fp32\n"
         "model, x, y = ex4_problem(torch.device('cpu'), 7)\n"
         "ex4_reference_step(model, x, y, 150)\n"
-        "ex5_reference_fp32(*ex5_problem(64, 8, 32, 3, 7), 2)\n"
+        "ex5_training_fp32(*ex5_problem(64, 8, 32, 3, 7), 2)\n"
         "print('torch._dynamo' in sys.modules)\n"
         "torch.optim.SGD(model.parameters(), lr=0.1).step()\n"
         "print('torch._dynamo' in sys.modules)\n"

@@ -521,9 +521,10 @@ def _parse(code: str, filename: str, first_line: int) -> ast.Module:
 def must_wait(frame: types.FrameType | None, armed_by: types.FrameType | None) -> bool:
     """Whether the interrupted code is where a limit must not cut, between the innermost frame and the
     frame that armed the limit: inside an import that the learner's code (or PyTorch, for it) started
-    (an importlib frame), or inside the grader's own change of PyTorch's mode stack around a cell
-    (grader/learner/longcalls.py ``UNCUT``: cut there, a mode stays on the stack for the whole process, or
-    modes the learner's cell left are lost).
+    (an importlib frame), or inside the grader's own code around the learner's (``SETTLING``: its mode's push
+    and pop, grader/learner/longcalls.py ``UNCUT``, the alarm's own start and end, every ``Uncut``; cut there,
+    a mode stays on the stack for the whole process, modes the learner's cell left are lost, or the alarm's
+    deadline stays armed).
 
     The whole way up, through the grader's own frames too: an import runs the grader's code inside
     it (this module's ``find_spec`` for every module imported, a stand-in's or the meter's torch

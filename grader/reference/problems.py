@@ -195,11 +195,6 @@ def ex5_training_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Ten
     return Fp32Training(tuple(losses), tuple(p.detach() for p in model.parameters()))
 
 
-def ex5_reference_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, steps: int,
-                       lr: float = EX5_LR) -> list[float]:
-    """The losses of a plain ``torch.optim.Adam(lr=lr)`` loop (``ex5_training_fp32``)."""
-    return list(ex5_training_fp32(model, inputs, targets, steps, lr).losses)
-
 
 def _ex4_parts(args: list[Any], device: torch.device) -> tuple[Any, ...]:
     """Model, inputs, targets on the device; an SGD optimizer. ``args``: the problem's seed, if any."""
