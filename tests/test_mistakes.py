@@ -57,7 +57,9 @@ def test_a_fill_loop_that_never_stops_is_told_why(loop: str, tmp_path: Path,
     interrupt, at the limit or half a second into a call that starts later, to come before the judge's
     last resort past the limit, grader/judge/plugin.py BACKSTOP_S. With a 2 s limit and a 1 s backstop this
     test failed in one full run of the suite in three on the 2-core machine and never alone, 21 times under
-    load; with 4 s and 1 s, once in a fresh clone's `.ci/run` on 2026-12-05: the backstop is now 2 s.)"""
+    load; with 4 s and 1 s, once in a fresh clone's `.ci/run` on 2026-12-05: the backstop is now 2 s. With 2 s,
+    1 in 6-10 runs beside three busy processes, 2026-12-06: the loop's rebound chunk dies in a weakref callback
+    of the meter's, and a limit landing there was discarded by Python; now it comes again, 0 in 30.)"""
     code = ("import torch\n\n\ndef fill_until_oom(device, chunk_mb=64):\n"
             "    n_elems = chunk_mb * 1024 * 1024 // 4\n    chunks, count = [], 0\n    while True:\n        try:\n"
             f"{loop}    chunks.clear()\n    return count\n")

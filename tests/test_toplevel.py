@@ -19,7 +19,7 @@ import pytest
 from grader.intake.submission import load_submission
 from grader.learner import torchstate
 from grader.learner.kernel import Kernel, NoInput, NotRunHere, SList, TimeitResult, install, no_input
-from grader.learner.toplevel import TopLevel, TopLevelLimits, must_wait
+from grader.learner.toplevel import TopLevel, TopLevelLimits, must_wait, quiet_lost_limits
 from grader.wire.messages import Cell, Source, TopLevelEvent
 from tests.conftest import ROOT, course_with, folder_with, solution_text
 from tests.notebooks._snippets import EX5_LESSON
@@ -127,6 +127,32 @@ def test_except_exception_does_not_swallow_the_limit(run: Any) -> None:
     _, heard = run(["try:\n    while True:\n        pass\nexcept Exception:\n    pass"],
                    TopLevelLimits(cell_timeout_s=0.3))
     assert [kind for _, kind, _ in heard.stops()] == ["timeout"]
+
+
+@pytest.mark.parametrize("dies", [
+    # a weak reference calls back as its object dies (the grader's meter notes each storage so: a fill
+    # loop that rebinds its chunk spends much of its time there, and once lost its limit there)
+    "class Box:\n    pass\n\n\ndef back(_):\n    spin(0.45)\n\n\nbox = Box()\nref = weakref.ref(box, back)\n",
+    "class Box:\n    def __del__(self):\n        spin(0.45)\n\n\nbox = Box()\n",
+], ids=["weakref_callback", "__del__"])
+def test_a_limit_that_lands_where_python_discards_exceptions_still_stops_the_cell(
+        run: Any, dies: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Python reports an exception raised in a weakref callback or a ``__del__`` ("Exception ignored
+    in ...") and goes on: a limit landing there was lost, and the code ran on past it until the judge's
+    backstop (a fill loop said "timeout" instead of "still allocating" on a busy machine). The limit
+    comes again until the code it limits has stopped. Here the 0.3 s limit lands in the dying object's
+    code, which runs until 0.45 s, and the cell's own loop would run until 5 s. What Python discarded is the
+    grader's: nothing of it is printed (pytest would also fail the test on it)."""
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # put back after the test
+    quiet_lost_limits()  # as the learner process does
+    cell = ("import time, weakref\n\nstart = time.perf_counter()\n\n\ndef spin(until):\n"
+            "    while time.perf_counter() - start < until:\n        pass\n\n\n" + dies + "del box\nspin(5)\n")
+    started = time.monotonic()
+    _, heard = run([cell], TopLevelLimits(cell_timeout_s=0.3))
+    assert [kind for _, kind, _ in heard.stops()] == ["timeout"]
+    assert time.monotonic() - started < 2.5
+    printed = capfd.readouterr()
+    assert "TimeUp" not in printed.out + printed.err, printed
 
 
 TRAIN_FOREVER = (

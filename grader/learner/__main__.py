@@ -26,6 +26,7 @@ def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
     from grader.learner.kernel import Kernel, install
     from grader.learner.runner import Runner
     from grader.learner.sessions import apply_gpu_share, hello
+    from grader.learner.toplevel import quiet_lost_limits
     from grader.wire.codec import ProtocolError
     from grader.wire.framing import LEARNER_BUDGET, Connection
     from grader.wire.messages import Start
@@ -43,6 +44,7 @@ def main(fd: int, device: RequestedDevice, gpu_share: float = 1.0) -> int:
         os.chdir(start.workdir)
         sys.path.insert(0, start.workdir)
         install(Kernel())  # get_ipython(), display, input(), google.colab for the learner's cells
+        quiet_lost_limits()
         # What was imported so far is never collected: a gc the learner's code triggers does not
         # walk torch's objects (nor dirty a fork server's pages).
         gc.freeze()
