@@ -55,6 +55,9 @@ PLUGIN_NAME = "grader-judge"  # grader/checks/conftest.py finds the plugin under
 # the limit itself and says where (a fill loop "still allocating"), and this fires only when it cannot
 # (stuck in C code). At 1 s, a busy machine (the suite's two workers grading beside it) delayed the
 # learner's answer past it once in a full run: the check said "timeout" without the learner's words.
+# (Most likely not the machine: the learner's limit, landing in a weakref callback of the meter's, was
+# discarded by Python until 2026-12-06, grader/learner/toplevel.py ``_on_alarm``; beside three busy processes
+# the learner process's answer came 2-5 ms after the limit in every run that did not lose it.)
 # Below the grader's kill (grader/run/sandbox.py GRACE_S, 3 s), which ends a pair the judge cannot stop.
 BACKSTOP_S = 2.0
 _perf_counter = time.perf_counter
