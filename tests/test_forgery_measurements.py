@@ -10,6 +10,7 @@ machine) are in the commit message that added this file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -131,6 +132,9 @@ def _judge(name: str, attacked: Graded, plain: Graded) -> None:
         assert "could not be judged" in attacked.check("ex3.roundtrip_values")["message"]
     if name == "infinite_peak":
         assert "cannot be true" in attacked.check("ex5.amp_saves_memory")["message"]
+    if name == "relabelled":  # what cannot be true, in the report's words, from the judge's figures
+        said = attacked.check("ex5.fp16_uses_grad_scaler")["message"]
+        assert re.search(r"\(\d+ matmuls in float16 whose losses and trained weights are exactly FP32's\)", said), said
 
 
 @pytest.mark.parametrize("name", sorted(BY_NAME))

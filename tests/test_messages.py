@@ -160,10 +160,45 @@ def test_a_check_fails_only_with_messages_it_or_its_helpers_declare(path: Path) 
         available |= set(declared_texts(module).get("MESSAGES", {}))
     for module in (path, *exercise_imports(path)):
         for call in calls(module):
-            if name_of(call) == "fail":
+            if name_of(call) in ("fail", "Tampered"):
                 message_id = literal(call, 0, "message_id")
-                assert message_id is not None, f"{module.name}:{call.lineno}: fail() with a computed id"
+                assert message_id is not None, f"{module.name}:{call.lineno}: {name_of(call)}() with a computed id"
                 assert message_id in available, f"{module.name}:{call.lineno}: {message_id} is not declared"
+
+
+def tampered_calls() -> Iterator[tuple[str, str, set[str]]]:
+    """Every ``Tampered("<id>", name=...)`` of the grader's code and the checks: where, the id, its keywords."""
+    for path in sorted(GRADER.rglob("*.py")):
+        for call in calls(path):
+            if name_of(call) == "Tampered":
+                where = f"{path.relative_to(ROOT)}:{call.lineno}"
+                message_id = literal(call, 0)
+                assert message_id is not None, f"{where}: Tampered() with a computed id"
+                yield where, message_id, {k.arg for k in call.keywords if k.arg}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_what_a_tampered_figure_says_is_declared_with_the_placeholders_it_is_given(lang: str) -> None:
+    """What cannot be true is a text of its own in each language (grader/judge/outcomes.py Tampered), the
+    ``{what}`` of ``tampered_figure``; the judge's in the catalogs, a check's in its exercise's MESSAGES."""
+    found = list(tampered_calls())
+    assert len(found) >= 15  # the scan finds what it looks for
+    for where, message_id, given in found:
+        template = CATALOGS[lang]["messages"].get(message_id) or check_messages().get(message_id, {}).get(lang)
+        assert template is not None, f"{where}: {message_id} is not declared"
+        assert placeholders(template) == given, f"{where}: {message_id} takes {sorted(placeholders(template))}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_tampered_figure_says_what_cannot_be_true_in_the_report_s_language(lang: str) -> None:
+    said = render(lang, "tampered_figure", {"what": "ex5.tampered_fp32", "matmuls": "16", "dtype": "float16"})
+    detail = {"vi": "16 phép matmul ở float16 mà loss", "en": "16 matmuls in float16 whose losses"}[lang]
+    assert detail in said and said.startswith(("Số liệu grader", "What the grader")), said
+    # A learner's text inside it is shown, never interpreted (grader/intake/names.py shown).
+    forged = render(lang, "tampered_figure", {"what": "tampered.figure", "name": "peak", "value": "-1\x1b[2J"})
+    assert "\x1b" not in forged and "peak = -1" in forged, forged
+    # A report an older grader wrote holds the text itself: kept as it is.
+    assert "16 matmuls in torch.float16" in render(lang, "tampered_figure", {"what": "16 matmuls in torch.float16"})
 
 
 def test_message_ids_are_declared_once() -> None:

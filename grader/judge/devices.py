@@ -128,14 +128,14 @@ class RemoteDevice:
             return most
         measured = self._number(Query("fill_capacity", chunk_bytes))
         if not 0 <= measured <= most:
-            raise Tampered(f"{measured} chunks of {chunk_bytes} bytes under a budget of {self._budget} bytes")
+            raise Tampered("tampered.fill_capacity", chunks=measured, chunk_bytes=chunk_bytes, budget=self._budget)
         return measured
 
     def _number(self, query: Query) -> int:
         """A count or a size the learner process measured: an int between 0 and 2**48, else Tampered."""
         value = self.learner.decode(self.learner.expect(query, Answer).value)
         if type(value) is not int or not 0 <= value <= evidence.MAX_BYTES:
-            raise Tampered(f"{query.what} = {str(value)[:40]}")
+            raise Tampered("tampered.figure", name=query.what, value=str(value)[:40])
         return value
 
     def build(self, recipe: RecipeName, *args: Any) -> tuple[Built, ...]:

@@ -43,7 +43,7 @@ def count(measured: Mapping[str, Any], name: str) -> int:
     """One counter of a call's figures: a non-negative int within reach of one call, else Tampered."""
     value = measured.get(name, 0)
     if type(value) is not int or not 0 <= value <= (MAX_BYTES if name == "peak" else MAX_COUNT):
-        raise Tampered(f"{name} = {str(value)[:40]}")
+        raise Tampered("tampered.figure", name=name, value=str(value)[:40])
     return value
 
 
@@ -51,7 +51,7 @@ def deprecated(measured: Mapping[str, Any]) -> list[str]:
     names = measured.get("deprecated", [])
     if type(names) not in (list, tuple) or len(names) > len(DEPRECATED) or not all(
             type(n) is str and n in DEPRECATED for n in names):
-        raise Tampered(f"deprecated = {str(names)[:60]}")
+        raise Tampered("tampered.figure", name="deprecated", value=str(names)[:60])
     return list(names)
 
 
@@ -59,7 +59,7 @@ def figures(measured: Mapping[str, Any]) -> dict[str, Any]:
     """A call's figures (``Returned.measured``), every one validated; unknown names are Tampered."""
     unknown = set(measured) - {"peak", "deprecated", *COUNTERS}
     if unknown:
-        raise Tampered(f"unknown figures {sorted(unknown)[:3]}")
+        raise Tampered("tampered.unknown_figures", names=", ".join(sorted(str(n) for n in unknown)[:3]))
     found: dict[str, Any] = {name: count(measured, name) for name in ("peak", *COUNTERS)}
     found["deprecated"] = deprecated(measured)
     return found
@@ -68,7 +68,7 @@ def figures(measured: Mapping[str, Any]) -> dict[str, Any]:
 def _finite(event: Event) -> None:
     numbers = (event.host, event.value, event.busy_until or 0.0)
     if not all(math.isfinite(x) for x in numbers) or not 0 <= event.live_bytes <= MAX_BYTES:
-        raise Tampered(f"a {event.kind} event with impossible figures")
+        raise Tampered("tampered.event_figures", kind=event.kind)
 
 
 @dataclass
@@ -87,19 +87,20 @@ class StandInTimeline:
     def _one(self, event: Event) -> None:
         _finite(event)
         if event.busy_until is None or event.drained is None:
-            raise Tampered(f"a stand-in's {event.kind} event without its timeline")
+            raise Tampered("tampered.event_untimed", kind=event.kind)
         if event.host < self.host or event.busy_until < self.busy_until:
-            raise Tampered(f"a {event.kind} event earlier than the one before it")
+            raise Tampered("tampered.event_earlier", kind=event.kind)
         if event.drained != (event.host >= event.busy_until):
-            raise Tampered(f"a {event.kind} event whose device was {'idle' if event.drained else 'busy'} "
-                           "while its queue said otherwise")
+            if event.drained:
+                raise Tampered("tampered.event_idle", kind=event.kind)
+            raise Tampered("tampered.event_busy", kind=event.kind)
         if event.kind == "matmul" and event.device == self.device and event.busy_until <= event.host:
-            raise Tampered("a matmul on the device that left its queue empty")
+            raise Tampered("tampered.matmul_not_queued")
         if event.kind == "clock" and not event.source.endswith(".Event"):
             origin = event.value - event.host
             known = self.origins.setdefault(event.source, origin)
             if abs(origin - known) > CLOCK_SLACK_S * max(1.0, abs(known) * 1e-9):
-                raise Tampered(f"a {event.source} reading off the virtual timeline")
+                raise Tampered("tampered.clock_off_timeline", clock=event.source)
         self.host, self.busy_until = event.host, event.busy_until
 
 

@@ -61,11 +61,14 @@ class AlreadyTimedOut(Exception):
 class Tampered(Exception):
     """A figure the learner process reported cannot be true (malformed, out of range, or at odds with
     another observation of the same fact): the learner's code changed the grader's records there.
-    The check is the learner's ``error`` and the report is noted ``tampering``."""
+    The check is the learner's ``error`` and the report is noted ``tampering``. ``message_id`` says what
+    cannot be true, in a text of its own as ``fail``'s do: the judge's in grader/score/texts (``tampered.*``),
+    a check's in its exercise's MESSAGES; the report's message (``tampered_figure``) holds it as ``{what}``."""
 
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = cut(what, 200)
+    def __init__(self, message_id: str, **params: Any) -> None:
+        super().__init__(message_id)
+        self.message_id = message_id
+        self.params = {key: cut(str(value), 200) for key, value in params.items()}
 
 
 class LearnerSideFailed(Exception):

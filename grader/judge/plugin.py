@@ -84,7 +84,7 @@ def classify(exc: BaseException | None) -> tuple[CheckStatus, str, dict[str, str
     if isinstance(exc, CheckFailed):
         return "failed", exc.message_id, exc.params
     if isinstance(exc, Tampered):
-        return "error", "tampered_figure", {"what": exc.what}
+        return "error", "tampered_figure", {**exc.params, "what": exc.message_id}
     if isinstance(exc, LearnerSideFailed):
         return "error", "learner_side_failed", {"error": cut(str(exc), 300)}
     if isinstance(exc, LearnerRaised):

@@ -29,6 +29,11 @@ MESSAGES = {
         "en": "train_steps() held no tensor while it ran one FP32 step: it must train the model (forward, loss, "
               "backward, step) for its memory to be measured.",
     },
+    # What cannot be true (the ``{what}`` of a tampered figure's message: grader/judge/outcomes.py Tampered).
+    "ex5.tampered_peak": {
+        "vi": "đỉnh bộ nhớ {peak} byte cho một bước mà riêng gradient đã chiếm {floor} byte",
+        "en": "a peak of {peak} bytes for a step whose gradients alone take {floor}",
+    },
 }
 # Peak live bytes under AMP / FP32, one step of a 256x16-64-64-10 MLP with Adam, on the CUDA and MPS
 # stand-ins, which follow those devices' own autocast policies (softmax, cross_entropy in float32).
@@ -75,7 +80,7 @@ def _peak(ex5: LearnerModule, dev: Device, dtype: torch.dtype | None, seed: int)
     with dev.instruments(meter=True) as figures:
         train(ex5, dev, problem, 1, dtype)
     if figures.peak < _floor() and _stepped(dev, problem[0], seed):
-        raise Tampered(f"a peak of {figures.peak} bytes for a step whose gradients alone take {_floor()}")
+        raise Tampered("ex5.tampered_peak", peak=figures.peak, floor=_floor())
     return figures.peak
 
 

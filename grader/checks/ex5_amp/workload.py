@@ -33,6 +33,19 @@ def small(draw: Draw) -> tuple[int, ...]:
     drawn seed, so that no loss an earlier grading printed answers it."""
     return (draw.ex5_batch, *SMALL[1:], draw.ex5_seed)
 MESSAGES = {
+    # What cannot be true (the ``{what}`` of a tampered figure's message: grader/judge/outcomes.py Tampered).
+    "ex5.tampered_fp32": {
+        "vi": "{matmuls} phép matmul ở {dtype} mà loss và trọng số sau khi train giống hệt FP32 đến từng bit",
+        "en": "{matmuls} matmuls in {dtype} whose losses and trained weights are exactly FP32's",
+    },
+    "ex5.tampered_params": {
+        "vi": "model được báo là ở {where} nhưng tham số của nó lại ở {tags}",
+        "en": "a model said to be on {where} whose parameters are on {tags}",
+    },
+    "ex5.tampered_no_product": {
+        "vi": "model ở {where} mà không có phép nhân ma trận nào chạy ở đó",
+        "en": "a model on {where} that ran no product there",
+    },
     "ex5.data_not_moved": {
         "vi": "Một tensor và model ở hai device khác nhau ({where}): chuyển cả inputs và targets — inputs = "
               "inputs.to(device), targets = targets.to(device).",
@@ -181,7 +194,7 @@ def really_reduced(dev: Device, dtype: torch.dtype, trained: Trained, problem: t
             got.shape == want.shape and got.dtype == want.dtype and torch.equal(got, want)
             for got, want in zip(trained.params, fp32.params, strict=True))
         if losses and weights:
-            raise Tampered(f"{claimed} matmuls in {dtype} whose losses and trained weights are exactly FP32's")
+            raise Tampered("ex5.tampered_fp32", matmuls=claimed, dtype=str(dtype).removeprefix("torch."))
     return claimed
 
 
@@ -193,10 +206,10 @@ def model_device(dev: Device, model: Built, *, trained: bool = False) -> str:
     where = state["device"]
     tags = {device_of(p) for p in state["params"]}
     if tags and tags != {where}:
-        raise Tampered(f"a model said to be on {where} whose parameters are on {', '.join(sorted(tags))}")
+        raise Tampered("ex5.tampered_params", where=where, tags=", ".join(sorted(tags)))
     products = any(e.kind == "matmul" and e.device == where for e in dev.events)
     if trained and where == dev.device.type != "cpu" and not products:
-        raise Tampered(f"a model on {where} that ran no product there")
+        raise Tampered("ex5.tampered_no_product", where=where)
     return str(where)
 
 

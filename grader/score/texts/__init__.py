@@ -64,6 +64,11 @@ def check_messages() -> Texts:
     return _check_texts(CHECKS_DIR)[0]
 
 
+# A message whose placeholder holds another message's text, in the same language and from the same
+# parameters: a tampered figure's ``{what}`` says what cannot be true (grader/judge/outcomes.py Tampered).
+NESTED = {"tampered_figure": "what"}
+
+
 class _Keep(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
@@ -76,7 +81,11 @@ def render(lang: Lang, message_id: str, params: Mapping[str, str] | None = None)
         return ""
     # Learner text (an exception's message, a file name) is shown, never interpreted: whatever
     # reads the report — a terminal, a page, a spreadsheet — gets no control character from it.
-    params = {str(key): shown(str(value)) for key, value in (params or {}).items()}
+    given = {str(key): str(value) for key, value in (params or {}).items()}
+    params = {key: shown(value) for key, value in given.items()}
+    slot = NESTED.get(message_id)
+    if slot is not None and _declared(given.get(slot, "")):  # (a report of an older grader holds the text itself)
+        params[slot] = render(lang, given[slot], {k: v for k, v in given.items() if k not in (slot, "device")})
     template = catalog(lang)["messages"].get(message_id) or check_messages().get(message_id, {}).get(lang)
     if template is None:
         return f"[{message_id}] " + ", ".join(f"{k}={v}" for k, v in params.items())
@@ -84,6 +93,10 @@ def render(lang: Lang, message_id: str, params: Mapping[str, str] | None = None)
     if params.get("device"):
         text = ui(lang, "on_device").format(device=params["device"]) + text
     return text
+
+
+def _declared(message_id: str) -> bool:
+    return message_id in catalog("en")["messages"] or message_id in check_messages()
 
 
 def hint(lang: Lang, test_file: Path) -> str:
