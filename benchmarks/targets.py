@@ -11,7 +11,9 @@
    seconds of the ``import torch`` run just before and after it: the median of ``--repeats``
    rounds), the servers' start (two processes importing torch) shared by the class; and under it
    a learner past that start, what each more learner of a large class costs: the same class
-   against a class of two in the same round, the difference over the learners it adds;
+   against a class of two in the same round, the difference over the learners it adds; and what the
+   class pays once (the class of two less its learners' share), with the figure a learner past the start
+   must reach for the class's own to meet the target;
 3. a learner whose ``time_matmul`` never returns <= 40 s;
 4. a notebook with demo cells (tests/notebooks/learners/colab_lesson_demos.ipynb) <= 1.5 x the same
    functions as a ``.py`` (its definitions only, cut out of its cells here); beside it, not a target,
@@ -173,12 +175,18 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
              f"{imp:.2f} CPU-s; CPU {bare.cpu / args.learners:.2f} s a learner = "
              f"{bare.cpu / args.learners / torch.cpu:.2f}, --isolation none)")
         if args.learners > PAIR:
-            more = sorted(((wall - two_wall) * cores_given / (args.learners - PAIR) / imp, two_wall)
+            more = sorted(((wall - two_wall) * cores_given / (args.learners - PAIR) / imp, two_wall, imp)
                           for imp, wall, two_wall in rounds if two_wall is not None)
-            past, two_wall = more[len(more) // 2]
+            past, two_wall, imp = more[len(more) // 2]
             print(f"   past the servers' start: a class of {PAIR} took {two_wall:.1f} s; each of the "
                   f"{args.learners - PAIR} more learners {past:.2f} import-torch core-seconds (median of "
                   f"{len(more)} rounds, {more[0][0]:.2f}-{more[-1][0]:.2f}; a class of hundreds)")
+            # What a class pays once, whatever its size: the servers' start (two processes importing torch side
+            # by side) and the grader's own start and end — the class of two less its learners.
+            once = two_wall * cores_given - PAIR * past * imp
+            share = once / args.learners / imp
+            print(f"   paid once a class: {once:.1f} core-s, {share:.2f} of each learner's figure in a class of "
+                  f"{args.learners}, which meets 0.5 when a learner past the start costs <= {0.5 - share:.2f}")
 
         hangs = work / "hangs"
         shutil.copytree(solutions, hangs)
