@@ -195,7 +195,6 @@ def ex5_training_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Ten
     return Fp32Training(tuple(losses), tuple(p.detach() for p in model.parameters()))
 
 
-
 def _ex4_parts(args: list[Any], device: torch.device) -> tuple[Any, ...]:
     """Model, inputs, targets on the device; an SGD optimizer. ``args``: the problem's seed, if any."""
     model, inputs, targets = ex4_problem(device, *[int(a) for a in args[:1]])

@@ -22,6 +22,6 @@ def test_bf16_uses_autocast(ex5: LearnerModule, devices: Callable[..., list[Devi
     for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.bfloat16)):
         with dev:
             trained = train(ex5, dev, dev.build("ex5.problem", *small(draw)), AMP_STEPS, torch.bfloat16,
-                           lr=draw.ex5_lr, autocast=True)
+                            lr=draw.ex5_lr, autocast=True)
         if really_reduced(dev, torch.bfloat16, trained, small(draw), draw.ex5_lr) == 0:
             fail("ex5.no_autocast", device=dev.label, dtype="bfloat16")

@@ -38,7 +38,7 @@ def test_fp16_uses_grad_scaler(ex5: LearnerModule, devices: Callable[..., list[D
     for dev in devices("cpu", "cuda", "mps", real_ok=lambda mode: runs_amp(hello, mode, torch.float16)):
         with dev, dev.instruments(watch_amp=True) as calls:
             trained = train(ex5, dev, dev.build("ex5.problem", *small(draw)), AMP_STEPS, torch.float16,
-                           lr=draw.ex5_lr, autocast=True)
+                            lr=draw.ex5_lr, autocast=True)
         earlier.deprecated[dev.label] = tuple(calls.deprecated)
         if really_reduced(dev, torch.float16, trained, small(draw), draw.ex5_lr) == 0:
             fail("ex5.no_autocast", device=dev.label, dtype="float16")
