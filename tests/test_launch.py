@@ -233,6 +233,45 @@ def test_a_judge_server_computes_what_every_grading_shares_and_its_children_stil
     assert proc.stdout.split() == ["computed", "1", "threads", "2", "child", "0"], proc.stderr[-2000:]
 
 
+FORKED_IMPORTS = """
+import sys, torch
+from grader.spawn.forkserver import PRELOAD, PRELOAD_IF_INSTALLED, _imported_forkable
+role = sys.argv[1]
+assert _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role])  # as a server starts (the judge's checks aside)
+if role == "learner":
+    from grader.learner.deferred import defer_dynamo
+    defer_dynamo()  # as the learner process starts (grader/learner/__main__.py)
+before = set(sys.modules)
+from torch import nn
+from torch.utils._python_dispatch import _disable_current_modes
+with _disable_current_modes():  # the grader's own, on both sides
+    pass
+if role == "learner":  # what a grading's learner code does on the stand-in: a training with an optimizer
+    from grader.emulation.standin import StandIn
+    with StandIn("cuda") as s:
+        model = nn.Linear(4, 2).to(s.device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.randn(3, 4, device=s.device)).sum().backward()
+            opt.step()
+        torch.zeros(2)  # a factory with no device: the default device decides
+        torch.cuda.synchronize()
+print(sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("torch", "grader")))
+"""
+
+
+@pytest.mark.parametrize("role", ["learner", "judge"])
+def test_a_forked_process_imports_nothing_of_torch_or_the_grader_that_its_server_could_have(role: str) -> None:
+    """What torch imports at its first use on the paths every grading takes is its server's (grader/spawn/
+    forkserver.py ``PRELOAD_IF_INSTALLED``): each forked process imported it again, and in the learner
+    process each import made the next session scan sys.modules for the learner's modules again."""
+    proc = subprocess.run([sys.executable, "-c", FORKED_IMPORTS, role], capture_output=True, text=True, timeout=120,
+                          check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["[]"], proc.stdout
+
+
 COLLECT_ONCE = """
 import dataclasses, sys
 from grader.course import load_course

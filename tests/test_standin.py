@@ -76,6 +76,28 @@ def test_cuda_call_forms_on_the_cuda_stand_in() -> None:
         assert [e.kind for e in s.events].count("sync") >= 3
 
 
+def test_the_legacy_tensor_types_build_and_recognise_the_device_s_tensors() -> None:
+    """``torch.cuda.FloatTensor`` and its kind (old tutorials: ``x.type(torch.cuda.FloatTensor)``,
+    ``isinstance(x, torch.cuda.FloatTensor)``): made on the device, recognised there by dtype. The types are
+    the process's, as a CUDA build's are: one held from an outer session answers for the device open now,
+    and for none once the last session closed."""
+    cpu_float = torch.cuda.FloatTensor  # the CPU build's own
+    with StandIn("cuda") as outer:
+        held = torch.cuda.FloatTensor
+        x = torch.cuda.FloatTensor(2, 3)
+        assert x.shape == (2, 3) and x.dtype == torch.float32 and x.is_cuda and outer.on_device(x)
+        assert torch.cuda.HalfTensor([1.0, 2.0]).dtype == torch.float16
+        assert torch.cuda.LongTensor(torch.Size([4])).shape == (4,)
+        assert isinstance(x, torch.cuda.FloatTensor) and not isinstance(x, torch.cuda.HalfTensor)
+        assert not isinstance(torch.zeros(2), torch.cuda.FloatTensor)  # a CPU tensor
+        assert repr(torch.cuda.FloatTensor) == "<class 'torch.cuda.FloatTensor'>"
+        with StandIn("cuda") as inner:
+            y = torch.cuda.FloatTensor(1)
+            assert inner.on_device(y) and isinstance(y, held) and not isinstance(x, held)  # the device open now
+        assert isinstance(x, held) and not isinstance(y, held)  # the outer's again
+    assert torch.cuda.FloatTensor is cpu_float and not isinstance(x, held)
+
+
 def test_the_memory_api_asked_about_a_gpu_the_machine_lacks_raises_as_cuda_does() -> None:
     """One GPU: ``torch.cuda.memory_allocated(1)`` is CUDA's caching allocator's "Invalid device
     argument 1", ``mem_get_info(1)`` the runtime's invalid ordinal (the stand-in answered device 0's)."""

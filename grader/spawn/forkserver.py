@@ -43,8 +43,18 @@ PRELOAD = {
 }
 # Imported too where installed: the real IPython, which many notebooks' code imports (``from IPython.display
 # import ...``; the learner process's kernel patches it then, grader/learner/kernel.py ``when_imported``):
-# 0.13 s a child when the server has not.
-PRELOAD_IF_INSTALLED = {"judge": (), "learner": ("IPython",)}
+# 0.13 s a child when the server has not. And the modules torch imports only at their first use, on paths
+# every grading takes (each child imported them again, and each import made the learner process scan
+# sys.modules again for the learner's modules, grader/emulation/patching.py ``namespaces``; found with
+# an audit hook on imports in a batch of the reference solutions, 2026-12-06): ``_disable_current_modes``
+# (the grader's, both sides) imports schema_check_mode, ``torch.get_default_device`` (the stand-in's
+# surface) torch.utils._device, ``record_function`` (every optimizer's step and zero_grad) _cupti_monitor.
+# Where installed: they are torch's internals, which another release may move.
+TORCH_LAZY = ("torch._subclasses.schema_check_mode",)
+PRELOAD_IF_INSTALLED = {
+    "judge": TORCH_LAZY,
+    "learner": ("IPython", *TORCH_LAZY, "torch.utils._device", "torch.profiler._cupti_monitor"),
+}
 
 
 def _write_token_in_place(name: str, value: str) -> None:
