@@ -6,11 +6,12 @@ test; the catalog of real notebooks (tests/test_notebook_catalog.py) grades them
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,10 @@ kept.__enter__()  # entered in the cell and never left, as a learner's cell may
 HELPER = "import torch\nscale = 2\n"
 CALLED = (LEFT_ON_THE_STACK + "import helper\n\ndef f():\n    return helper.scale * int(torch.ones(1).sum())\n\n"
           "def hung():\n    pass\n")
+# The products mode alone on the stack, and a torch function written in Python (F.relu) under it: torch.overrides'
+# ``handle_torch_function`` takes the mode off the stack and puts it back around its ``__torch_function__``
+# (``_pop_mode_temporarily``, a generator in contextlib's ``with``).
+THROUGH_TORCH = "import torch\n\nfor _ in range(2):\n    torch.nn.functional.relu(torch.ones(2))\n"
 
 
 class _Timers:
@@ -217,12 +222,15 @@ class _Timers:
         return (0.0, 0.0)
 
 
-def _run_with_the_limit_at(instruction: int, way: str, workdir: str,
-                           timers: _Timers) -> tuple[int, list[str], bool]:
+def _run_with_the_limit_at(instruction: int, way: str, workdir: str, timers: _Timers, called: str = CALLED,  # noqa: PLR0917
+                           counted: Callable[[Any], bool] = lambda frame: True,
+                           collect: bool = False) -> tuple[int, list[str], bool]:
     """Run a cell (a learner module importing another: a limit inside a limit) or a call of the learner's
     function, and deliver the limit at the ``instruction``-th instruction executed while a limit is armed, in
     any frame: the grader's, contextlib's, PyTorch's or the learner's. Returns how many instructions ran armed,
-    what the grader left changed in the process, and whether the limit stopped the cell or the call."""
+    what the grader left changed in the process, and whether the limit stopped the cell or the call. ``counted``:
+    the frames whose instructions count (and take the limit), every frame by default; ``collect``: collect the
+    young garbage before looking at the stacks, so that a generator the cut left suspended finishes first."""
     import signal
 
     import torch
@@ -232,7 +240,7 @@ def _run_with_the_limit_at(instruction: int, way: str, workdir: str,
     def cell(module: str, text: str) -> Source:
         return Source(module, text, f"{module}.py", (Cell("In [1]", 1, text.count("\n")),))
 
-    sources = {"ex1": cell("helper", HELPER), "ex2": cell("called", CALLED)}
+    sources = {"ex1": cell("helper", HELPER), "ex2": cell("called", called)}
     quiet = frozenset({("helper", 0), ("called", 0)})  # the printing a restart silences: one more manager
     heard = Recorder()
     toplevel = TopLevel(sources, workdir, TopLevelLimits(cell_timeout_s=30, shown=quiet), heard)
@@ -242,7 +250,7 @@ def _run_with_the_limit_at(instruction: int, way: str, workdir: str,
 
     def each_instruction(frame: Any, event: str, arg: Any) -> Any:
         nonlocal armed
-        if event == "opcode" and toplevel._deadlines:
+        if event == "opcode" and toplevel._deadlines and counted(frame):
             armed += 1
             if armed == instruction:
                 toplevel._deadlines[-1] = 0.0  # the limit is up here
@@ -275,6 +283,8 @@ def _run_with_the_limit_at(instruction: int, way: str, workdir: str,
         toplevel.close()
     if way == "cell":
         stopped = any(kind == "timeout" for _, kind, _ in heard.stops())
+    if collect:
+        gc.collect(1)  # (the young generations: a whole collection costs ~0.1 s here, at every instruction)
     above = torch.overrides._get_current_function_mode_stack()[before[0]:]
     if [type(mode).__name__ for mode in above] not in ([], ["Kept"]):
         left.append(f"modes {[type(mode).__name__ for mode in above]}")
@@ -337,6 +347,42 @@ def test_a_limit_landing_at_any_instruction_leaves_the_grader_s_state_as_it_was(
         instruction += 1
     assert armed > 200  # the cell's and the call's whole way in and out of the learner's code
     assert stops > 20  # where the learner's code runs, the limit stops it
+    assert leaks == {}
+
+
+def test_a_limit_landing_in_pytorch_s_own_pop_and_push_of_a_mode_leaves_the_stack_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torch function written in Python (F.relu, F.cross_entropy ...) runs a mode's ``__torch_function__``
+    inside ``with _pop_mode_temporarily()``: the mode is off the stack until the ``with`` ends. Cut between the
+    pop and the ``with`` taking it, the generator was left suspended with the mode; the cell's own exit then
+    found no products mode to take off, and the generator, when it died, pushed it back — under every later
+    check (once in a fresh clone's suite: the 60 stops of a training loop, above, left it). Here the limit lands
+    at every instruction of PyTorch's and contextlib's frames while the cell's products mode is the only one."""
+    import contextlib
+
+    import torch
+
+    from grader.learner import toplevel
+
+    monkeypatch.chdir(tmp_path)
+    timers = _Timers()
+    monkeypatch.setattr(toplevel, "signal", timers)
+    torch_python = {torch.overrides.__file__, contextlib.__file__}
+    leaks: dict[str, list[int]] = {}
+    stops = 0
+    instruction = 1
+    while True:
+        armed, left, stopped = _run_with_the_limit_at(instruction, "cell", str(tmp_path), timers, THROUGH_TORCH,
+                                                      lambda frame: frame.f_code.co_filename in torch_python,
+                                                      collect=True)
+        stops += stopped
+        for what in left:
+            leaks.setdefault(what, []).append(instruction)
+        if instruction > armed:
+            break
+        instruction += 1
+    assert armed > 50  # handle_torch_function's way in and out, twice
+    assert stops > 10  # where the cut changes no stack, it stops the cell
     assert leaks == {}
 
 

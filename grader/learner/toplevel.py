@@ -52,6 +52,7 @@ from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
 from grader.learner.longcalls import UNCUT, OutlastsCell, PartedProducts
 from grader.reference.device import FILE_LIMIT_SIGNS, MEMORY_SIGNS
+from grader.reference.modes import TORCH_STACK_CODE, TORCH_STACK_GENERATORS
 from grader.wire.messages import Cell, CellStop, Source, StopKind, TopLevelEvent
 
 # The real clock, taken before any session replaces time.monotonic: this process's own deadlines
@@ -505,8 +506,13 @@ class Uncut:
 
 # Where a limit never cuts (``must_wait``): the grader's own changes of PyTorch's mode stack
 # (grader/learner/longcalls.py), the alarm's own start and end, and every ``Uncut`` around the learner's code.
-SETTLING = UNCUT | {Alarm.__enter__.__code__, Alarm.__exit__.__code__, Uncut.__enter__.__code__,
-                    Uncut.__exit__.__code__}
+SETTLING = UNCUT | TORCH_STACK_CODE | {Alarm.__enter__.__code__, Alarm.__exit__.__code__, Uncut.__enter__.__code__,
+                                       Uncut.__exit__.__code__}
+# contextlib's frames that start and finish a generator's ``with``: inside one that drives PyTorch's pop and push
+# of modes (``TORCH_STACK_GENERATORS``), after its generator popped and before the ``with`` took it, or before
+# its generator pushed back, a limit waits too.
+_DRIVING = frozenset({contextlib._GeneratorContextManager.__enter__.__code__,
+                      contextlib._GeneratorContextManager.__exit__.__code__})
 
 
 def _parse(code: str, filename: str, first_line: int) -> ast.Module:
@@ -543,7 +549,9 @@ def must_wait(frame: types.FrameType | None, armed_by: types.FrameType | None) -
     (an importlib frame), or inside the grader's own code around the learner's (``SETTLING``: its mode's push
     and pop, grader/learner/longcalls.py ``UNCUT``, the alarm's own start and end, every ``Uncut``; cut there,
     a mode stays on the stack for the whole process, modes the learner's cell left are lost, or the alarm's
-    deadline stays armed).
+    deadline stays armed), or inside PyTorch's own pop and push of a mode stack and contextlib's frames that
+    drive it (grader/reference/modes.py ``TORCH_STACK_CODE``: cut there, the popped mode came back whenever its
+    generator died — the cell's products mode, after the cell had left it, under every later check).
 
     The whole way up, through the grader's own frames too: an import runs the grader's code inside
     it (this module's ``find_spec`` for every module imported, a stand-in's or the meter's torch
@@ -560,8 +568,16 @@ def must_wait(frame: types.FrameType | None, armed_by: types.FrameType | None) -
         code = frame.f_code
         if code in SETTLING or code.co_filename.startswith("<frozen importlib"):
             return True
+        if code in _DRIVING and _drives_torch_stack(frame):
+            return True
         frame = frame.f_back
     return False
+
+
+def _drives_torch_stack(frame: types.FrameType) -> bool:
+    """Whether a contextlib frame is entering or leaving one of PyTorch's pops of its mode stacks."""
+    generator = getattr(frame.f_locals.get("self"), "gen", None)
+    return isinstance(generator, types.GeneratorType) and generator.gi_code in TORCH_STACK_GENERATORS
 
 
 def _restore(namespace: dict[str, Any], snapshot: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ left as it is. Runs in both processes (the judge meters its reference with Memor
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,28 @@ class _Stack:
 
 _FUNCTION = _Stack(torch._C._len_torch_function_stack, torch.overrides._pop_mode, torch.overrides._push_mode)
 _DISPATCH = _Stack(torch._C._len_torch_dispatch_stack, _python_dispatch._pop_mode, _python_dispatch._push_mode)
+
+
+def _code(owner: Any, name: str) -> types.CodeType | None:
+    """The code of ``owner.name``, a function or a ``contextlib.contextmanager`` (its generator's), if it exists."""
+    func = getattr(owner, name, None)
+    func = getattr(func, "__wrapped__", func)
+    code = getattr(func, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
+# PyTorch's own Python that takes modes off a stack and puts them back: each torch function written in Python
+# (F.relu, F.cross_entropy, Tensor.__format__ ...) runs a mode's ``__torch_function__`` inside ``with
+# _pop_mode_temporarily()``, and ``_disable_current_modes`` (the grader's synchronize, PyTorch's own) empties the
+# stacks for its ``with``. Between a pop and the ``with`` taking it, a generator holds the popped modes until it
+# finishes; cut there, it finished only when it died, and pushed them back whenever that was
+# (grader/learner/toplevel.py ``must_wait`` waits such a cut out). Where a release lacks one, it is left out.
+TORCH_STACK_GENERATORS = frozenset(code for code in (
+    _code(torch.overrides, "_pop_mode_temporarily"), _code(_python_dispatch, "_pop_mode_temporarily"),
+    _code(_python_dispatch, "_disable_current_modes")) if code is not None)
+TORCH_STACK_CODE = TORCH_STACK_GENERATORS | frozenset(code for code in (
+    _code(torch.overrides, "_push_mode"), _code(torch.overrides, "_pop_mode"),
+    _code(_python_dispatch, "_push_mode"), _code(_python_dispatch, "_pop_mode")) if code is not None)
 
 
 def leave_from_under(mode: Any, exit_on_top: Callable[[], Any]) -> None:
