@@ -305,6 +305,29 @@ def _run_with_the_limit_at(instruction: int, way: str, workdir: str, timers: _Ti
     return armed, left, stopped
 
 
+def _limit_at_every_instruction(way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                **options: Any) -> tuple[int, int, dict[str, list[int]]]:
+    """``_run_with_the_limit_at`` (with ``options``) at each instruction in turn, until none is left: how many
+    instructions ran armed, how many of the cuts stopped the cell or the call, and what each cut left changed
+    in the process, with the instructions that left it."""
+    from grader.learner import toplevel
+
+    monkeypatch.chdir(tmp_path)
+    timers = _Timers()
+    monkeypatch.setattr(toplevel, "signal", timers)
+    leaks: dict[str, list[int]] = {}
+    stops = 0
+    instruction = 1
+    while True:
+        armed, left, stopped = _run_with_the_limit_at(instruction, way, str(tmp_path), timers, **options)
+        stops += stopped
+        for what in left:
+            leaks.setdefault(what, []).append(instruction)
+        if instruction > armed:
+            return armed, stops, leaks
+        instruction += 1
+
+
 def _in_an_import(frame: Any, arming: set[Any]) -> bool:
     """Whether an import runs between ``frame`` and a frame above it that arms a limit."""
     seen = False
@@ -329,22 +352,7 @@ def test_a_limit_landing_at_any_instruction_leaves_the_grader_s_state_as_it_was(
     handles a signal at (stricter than the interpreter): a cell importing another learner module, printing
     silenced, leaving a mode of its own on PyTorch's stack, and a call. The cut is where the learner's code
     runs, or it waits; the learner's own mode stays."""
-    from grader.learner import toplevel
-
-    monkeypatch.chdir(tmp_path)
-    timers = _Timers()
-    monkeypatch.setattr(toplevel, "signal", timers)
-    leaks: dict[str, list[int]] = {}
-    stops = 0
-    instruction = 1
-    while True:
-        armed, left, stopped = _run_with_the_limit_at(instruction, way, str(tmp_path), timers)
-        stops += stopped
-        for what in left:
-            leaks.setdefault(what, []).append(instruction)
-        if instruction > armed:
-            break
-        instruction += 1
+    armed, stops, leaks = _limit_at_every_instruction(way, tmp_path, monkeypatch)
     assert armed > 200  # the cell's and the call's whole way in and out of the learner's code
     assert stops > 20  # where the learner's code runs, the limit stops it
     assert leaks == {}
@@ -362,25 +370,10 @@ def test_a_limit_landing_in_pytorch_s_own_pop_and_push_of_a_mode_leaves_the_stac
 
     import torch
 
-    from grader.learner import toplevel
-
-    monkeypatch.chdir(tmp_path)
-    timers = _Timers()
-    monkeypatch.setattr(toplevel, "signal", timers)
     torch_python = {torch.overrides.__file__, contextlib.__file__}
-    leaks: dict[str, list[int]] = {}
-    stops = 0
-    instruction = 1
-    while True:
-        armed, left, stopped = _run_with_the_limit_at(instruction, "cell", str(tmp_path), timers, THROUGH_TORCH,
-                                                      lambda frame: frame.f_code.co_filename in torch_python,
-                                                      collect=True)
-        stops += stopped
-        for what in left:
-            leaks.setdefault(what, []).append(instruction)
-        if instruction > armed:
-            break
-        instruction += 1
+    armed, stops, leaks = _limit_at_every_instruction(
+        "cell", tmp_path, monkeypatch, called=THROUGH_TORCH,
+        counted=lambda frame: frame.f_code.co_filename in torch_python, collect=True)
     assert armed > 50  # handle_torch_function's way in and out, twice
     assert stops > 10  # where the cut changes no stack, it stops the cell
     assert leaks == {}

@@ -505,7 +505,8 @@ class Uncut:
 
 
 # Where a limit never cuts (``must_wait``): the grader's own changes of PyTorch's mode stack
-# (grader/learner/longcalls.py), the alarm's own start and end, and every ``Uncut`` around the learner's code.
+# (grader/learner/longcalls.py), PyTorch's own (grader/reference/modes.py), the alarm's own start and end, and
+# every ``Uncut`` around the learner's code.
 SETTLING = UNCUT | TORCH_STACK_CODE | {Alarm.__enter__.__code__, Alarm.__exit__.__code__, Uncut.__enter__.__code__,
                                        Uncut.__exit__.__code__}
 # contextlib's frames that start and finish a generator's ``with``: inside one that drives PyTorch's pop and push
