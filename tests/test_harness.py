@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -375,6 +376,99 @@ def test_the_judges_pytest_leaves_out_the_plugins_it_never_uses() -> None:
     assert not names & {"logging", "threadexception", "unraisableexception", "setuponly", "doctest"}, names
     assert {"python", "runner", "fixtures", "skipping", "capture", "assertion", "warnings", "terminal",
             "pytest_timeout"} <= names, names
+
+
+OUTCOMES = r"""
+import pytest
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("its setup broke")
+
+
+def test_passes():
+    pass
+
+
+def test_raises():
+    raise ValueError("a wrong answer")
+
+
+def test_asserts():
+    assert 1 == 2
+
+
+def test_fails_in_its_setup(broken):
+    pass
+
+
+def test_fails_with_words_only():
+    pytest.fail("said so", pytrace=False)
+
+
+def test_skips():
+    pytest.skip("not on this machine")
+
+
+@pytest.mark.xfail(reason="known")
+def test_fails_as_expected():
+    raise ValueError("known")
+"""
+REPORTS_SESSION = r"""
+import json, sys
+import _pytest.nodes, pytest
+from grader.judge.plugin import PlainReports
+
+formatted = []
+format_failure = _pytest.nodes.Node._repr_failure_py
+
+
+def recorded(self, excinfo, style=None):
+    formatted.append(self.name)
+    return format_failure(self, excinfo, style)
+
+
+_pytest.nodes.Node._repr_failure_py = recorded
+
+
+class Seen:
+    reports = []
+
+    def pytest_runtest_logreport(self, report):
+        Seen.reports.append([report.nodeid.split("::")[-1], report.when, report.outcome, hasattr(report, "wasxfail")])
+
+
+plugins = [Seen(), *([PlainReports()] if sys.argv[2] == "plain" else [])]
+code = pytest.main(["-q", "-p", "no:cacheprovider", sys.argv[1]], plugins=plugins)
+print(json.dumps({"code": int(code), "reports": Seen.reports, "formatted": formatted}))
+"""
+
+
+def test_the_judge_s_reports_of_failed_checks_are_pytest_s_without_their_tracebacks(tmp_path: Path) -> None:
+    """grader/judge/plugin.py ``PlainReports``: every outcome pytest gives — passed, failed in the check or in
+    its setup, failed with words only, skipped, an expected failure — is the outcome the judge's pytest
+    reports, and no failure's traceback is formatted (pytest's own reports format one for each failure,
+    which this session shows: ``formatted``)."""
+    (tmp_path / "test_outcomes.py").write_text(OUTCOMES, encoding="utf-8")
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+    def session(reports: str) -> dict[str, Any]:
+        proc = subprocess.run([sys.executable, "-c", REPORTS_SESSION, str(tmp_path / "test_outcomes.py"), reports],
+                              capture_output=True, text=True, timeout=300, env=env, check=False, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr
+        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+    pytests, plain = session("pytest's"), session("plain")
+    assert plain["reports"] == pytests["reports"] and plain["code"] == pytests["code"] == 1, (plain, pytests)
+    outcomes = {(name, when): outcome for name, when, outcome, _ in plain["reports"] if outcome != "passed"}
+    assert outcomes == {("test_raises", "call"): "failed", ("test_asserts", "call"): "failed",
+                        ("test_fails_in_its_setup", "setup"): "failed",
+                        ("test_fails_with_words_only", "call"): "failed",
+                        ("test_skips", "call"): "skipped", ("test_fails_as_expected", "call"): "skipped"}, outcomes
+    assert sorted(pytests["formatted"]) == ["test_asserts", "test_fails_as_expected", "test_fails_in_its_setup",
+                                            "test_fails_with_words_only", "test_raises"]
+    assert plain["formatted"] == []
 
 
 ONE_CHECK = PlannedCheck("ex1.pick_device_returns_device",

@@ -13,6 +13,8 @@ that was running and starts a fresh pair for the checks that are left.
 
 from __future__ import annotations
 
+import builtins
+import copy
 import os
 import sys
 import time
@@ -51,6 +53,10 @@ from grader.wire.signed import Writer
 
 CANARY = "test_canary.py::test_canary"
 PLUGIN_NAME = "grader-judge"  # grader/checks/conftest.py finds the plugin under this name
+PLAIN_REPORTS_NAME = "grader-plain-reports"
+# The outcomes whose report pytest makes as it always does (``PlainReports``): a skip, and a group of skips.
+_GROUP: type[BaseException] | None = getattr(builtins, "BaseExceptionGroup", None)  # Python 3.11 on
+_PYTESTS_OWN: tuple[type[BaseException], ...] = (pytest.skip.Exception, *((_GROUP,) if _GROUP else ()))
 # The judge's own stop for a check, this long past its limit: the learner process interrupts a call at
 # the limit itself and says where (a fill loop "still allocating"), and this fires only when it cannot
 # (stuck in C code). At 1 s, a busy machine (the suite's two workers grading beside it) delayed the
@@ -233,16 +239,45 @@ class JudgePlugin:
             ran_on.append((mode, label))
 
 
+class PlainReports:
+    """pytest's report of a check that failed, made without formatting the failure's traceback.
+
+    For every failure pytest formats its traceback into the report (``TestReport.from_item_and_call``:
+    ``repr_failure`` cuts and filters it, a path parsed and a file stat'ed for each frame, even under
+    ``--tb=no``), for a terminal report the judge writes to /dev/null. Nothing reads it: the verdict comes
+    from the exception itself (``JudgePlugin.pytest_runtest_makereport``, ``classify``). A learner who
+    attempted nothing fails every check: there it was 7 % of what a learner costs (A/B 2026-12-06,
+    docs/performance.md). The report is otherwise pytest's own (its outcome, duration, keywords), its
+    traceback one line of text; a skip keeps pytest's whole report, whose location is what a skip reports."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:
+        excinfo = call.excinfo
+        if excinfo is None or excinfo.errisinstance(_PYTESTS_OWN):
+            return None  # pytest's own report: no traceback to format
+        ended = copy.copy(call)  # the same call, its exception left out of pytest's report
+        ended.excinfo = None
+        report = pytest.TestReport.from_item_and_call(item, ended)
+        report.outcome = "failed"
+        report.longrepr = f"{excinfo.typename}: {cut(str(excinfo.value), 400)}"
+        return report
+
+
+def register(manager: pytest.PytestPluginManager, plugin: JudgePlugin) -> None:
+    """The judge's plugin under the name the checks' conftest looks up, and ``PlainReports``."""
+    manager.register(plugin, PLUGIN_NAME)
+    manager.register(PlainReports(), PLAIN_REPORTS_NAME)
+
+
 class Registrar:
-    """Registers the judge's plugin under the name the checks' conftest looks up, and gives
-    pytest's terminal reporter a sink of its own."""
+    """Registers the judge's plugins (``register``), and gives pytest's terminal reporter a sink of its own."""
 
     def __init__(self, plugin: JudgePlugin, stdout: Any) -> None:
         self._plugin = plugin
         self._stdout = stdout
 
     def pytest_configure(self, config: pytest.Config) -> None:
-        config.pluginmanager.register(self._plugin, PLUGIN_NAME)
+        register(config.pluginmanager, self._plugin)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:

@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from grader.judge.plugin import CANARY, PLUGIN_NAME, JudgePlugin, Registrar
+from grader.judge.plugin import CANARY, JudgePlugin, Registrar, register
 from grader.judge.proxy import LearnerProcess
 from grader.paths import CHECKS_DIR, PACKAGE_DIR
 from grader.wire.codec import ProtocolError
@@ -102,7 +102,7 @@ class Collected:
         told of the collection as a session of its own would have (its order and deadlines, then the
         learner's top level), then each check's protocol (``_pytest.main.pytest_runtestloop``)."""
         session = self._session
-        session.config.pluginmanager.register(plugin, PLUGIN_NAME)
+        register(session.config.pluginmanager, plugin)
         sys.stdout = self._stdout
         faulthandler.enable(sys.stderr)  # this judge's stderr, not the one pytest's plugin took from the server
         plugin.pytest_collection_modifyitems(items)
