@@ -255,9 +255,12 @@ class PlainReports:
         excinfo = call.excinfo
         if excinfo is None or excinfo.errisinstance(_PYTESTS_OWN):
             return None  # pytest's own report: no traceback to format
-        ended = copy.copy(call)  # the same call, its exception left out of pytest's report
-        ended.excinfo = None
-        report = pytest.TestReport.from_item_and_call(item, ended)
+        try:  # (pytest's CallInfo and TestReport as pytest >= 7.4 has them; any other: pytest's own report)
+            ended = copy.copy(call)  # the same call, its exception left out of pytest's report
+            ended.excinfo = None
+            report = pytest.TestReport.from_item_and_call(item, ended)
+        except (AttributeError, TypeError):
+            return None
         report.outcome = "failed"
         report.longrepr = f"{excinfo.typename}: {cut(str(excinfo.value), 400)}"
         return report
