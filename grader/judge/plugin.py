@@ -246,7 +246,7 @@ class PlainReports:
     ``repr_failure`` cuts and filters it, a path parsed and a file stat'ed for each frame, even under
     ``--tb=no``), for a terminal report the judge writes to /dev/null. Nothing reads it: the verdict comes
     from the exception itself (``JudgePlugin.pytest_runtest_makereport``, ``classify``). A learner who
-    attempted nothing fails every check: there it was 7 % of what a learner costs (A/B 2026-12-06,
+    attempted nothing fails every check: there it was 7-9 % of what a learner costs (A/B 2026-12-06,
     docs/performance.md). The report is otherwise pytest's own (its outcome, duration, keywords), its
     traceback one line of text; a skip keeps pytest's whole report, whose location is what a skip reports."""
 
