@@ -13,7 +13,8 @@
    a learner past that start, what each more learner of a large class costs: the same class
    against a class of two in the same round, the difference over the learners it adds; and what the
    class pays once (the class of two less its learners' share), with the figure a learner past the start
-   must reach for the class's own to meet the target;
+   must reach for the class's own to meet the target; and, computed from those two (not measured), a
+   learner's figure in a class of 100 and of 500 (the issue's class "graded over lunch");
 3. a learner whose ``time_matmul`` never returns <= 40 s;
 4. a notebook with demo cells (tests/notebooks/learners/colab_lesson_demos.ipynb) <= 1.5 x the same
    functions as a ``.py`` (its definitions only, cut out of its cells here); beside it, not a target,
@@ -54,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPATH": str(ROOT)}
 PY = sys.executable
 NOTEBOOK = ROOT / "tests" / "notebooks" / "learners" / "colab_lesson_demos.ipynb"
+CLASS_SIZES = (100, 500)  # what target 2 reads in larger classes (computed from a learner past the start and the once)
 PAIR = 2  # the small class that target 2's larger one is compared with
 HANGS = '''
 
@@ -187,6 +189,9 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
             share = once / args.learners / imp
             print(f"   paid once a class: {once:.1f} core-s, {share:.2f} of each learner's figure in a class of "
                   f"{args.learners}, which meets 0.5 when a learner past the start costs <= {0.5 - share:.2f}")
+            # The issue's class of 500 "over lunch", and one between: the two measured parts, not a measurement.
+            sizes = "; ".join(f"{n}: {past + once / n / imp:.2f}" for n in CLASS_SIZES)
+            print(f"   so a batch learner in a class of {sizes} (computed from the two lines above)")
 
         hangs = work / "hangs"
         shutil.copytree(solutions, hangs)
