@@ -34,6 +34,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,45 +63,34 @@ def _clock_learner(out: Path) -> None:
     from grader.learner.runner import Runner
 
     spent: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
-    answer, reply, start, serve = Runner.answer, Runner.reply, Runner.start, Runner.serve
 
-    def add(key: str, began: float) -> None:
-        row = spent[key]
-        row[0] += 1
-        row[1] += _CLOCK() - began
+    def clocked(method: Callable[..., Any], key_of: Callable[..., str],
+                then: Callable[[], None] = lambda: None) -> Callable[..., Any]:
+        """``method``, its thread's CPU added to ``spent[key_of(*its arguments)]``; ``then()`` after."""
 
-    def timed_answer(self: Runner, request: Any) -> Any:
-        began = _CLOCK()
-        try:
-            return answer(self, request)
-        finally:
-            function = getattr(request, "function", None)
-            add(type(request).__name__ + (f" {function}" if function else ""), began)
+        def timed(self: Runner, *args: Any) -> Any:
+            began = _CLOCK()
+            try:
+                return method(self, *args)
+            finally:
+                row = spent[key_of(*args)]
+                row[0] += 1
+                row[1] += _CLOCK() - began
+                then()
 
-    def timed_reply(self: Runner, message: Any) -> None:
-        began = _CLOCK()
-        try:
-            reply(self, message)
-        finally:
-            add("(replies: encoded and sent)", began)
+        return timed
 
-    def timed_start(self: Runner, request: Any) -> None:
-        began = _CLOCK()
-        try:
-            start(self, request)
-        finally:
-            add("(the learner's top level)", began)
+    def kind(request: Any, *_: Any) -> str:
+        function = getattr(request, "function", None)
+        return type(request).__name__ + (f" {function}" if function else "")
 
-    def timed_serve(self: Runner, request: Any, seq: int) -> None:
-        began = _CLOCK()
-        try:
-            serve(self, request, seq)
-        finally:
-            add("(serving, all of it)", began)
-            (out / f"learner-{os.getpid()}.json").write_text(json.dumps(spent), encoding="utf-8")
+    def write() -> None:
+        (out / f"learner-{os.getpid()}.json").write_text(json.dumps(spent), encoding="utf-8")
 
-    Runner.answer, Runner.reply, Runner.start, Runner.serve = (  # type: ignore[method-assign]
-        timed_answer, timed_reply, timed_start, timed_serve)
+    Runner.answer = clocked(Runner.answer, kind)  # type: ignore[method-assign]
+    Runner.reply = clocked(Runner.reply, lambda *_: "(replies: encoded and sent)")  # type: ignore[method-assign]
+    Runner.start = clocked(Runner.start, lambda *_: "(the learner's top level)")  # type: ignore[method-assign]
+    Runner.serve = clocked(Runner.serve, lambda *_: "(serving, all of it)", write)  # type: ignore[method-assign]
 
 
 def _clock_judge(out: Path) -> None:
