@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from grader.checks.ex2_timing.common import measured_interval
+from grader.emulation import autocast
 from grader.emulation.patching import LearnerCode
 from grader.emulation.standin import StandIn
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
@@ -521,6 +522,43 @@ def test_16_bit_products_are_computed_as_a_gpu_computes_them(kind: str, dtype: t
         ulp = torch.finfo(dtype).eps * product.float().abs().clamp(min=1.0)
         assert ((product.float() - native[name].float()).abs() <= ulp).all(), name
     assert grad.dtype == torch.float32 and torch.allclose(grad, torch.ones(64, 32) @ b.T, rtol=1e-2, atol=1e-2)
+
+
+
+def test_autocast_kernels_are_registered_once_a_process_and_reached_only_from_a_stand_in_s_autocast() -> None:
+    """The stand-ins' autocast kernels sit on a spare autocast key, registered once (grader/emulation/autocast.py
+    ``kernels``): no session registers or removes a kernel, the key is in a thread's dispatch keys only while a
+    stand-in's autocast is on, and the CPU's own autocast, on its own key, keeps the CPU's policy before,
+    beside and after — softmax, which CUDA's autocast runs in float32 and the CPU's leaves in the low precision."""
+    registered = autocast.kernels()
+    key = registered.name
+    own = set(torch._C._dispatch_get_registrations_for_dispatch_key(key))
+    cpu_key = set(torch._C._dispatch_get_registrations_for_dispatch_key("AutocastCPU"))
+    assert key in autocast.SPARE_KEYS and "aten::softmax.int" in own and len(own) > 150
+
+    def included() -> bool:
+        return bool(torch._C._dispatch_tls_is_dispatch_key_included(registered.key))
+
+    def softmax_of_a_product(device: torch.device, kind: str, *, key_in: bool) -> torch.dtype:
+        a = torch.randn(4, 4, device=device)
+        with torch.autocast(kind, dtype=torch.bfloat16):
+            product = a @ a
+            assert product.dtype == torch.bfloat16 and included() == key_in
+            return torch.softmax(product, dim=-1).dtype
+
+    cpu = torch.device("cpu")
+    assert softmax_of_a_product(cpu, "cpu", key_in=False) == torch.bfloat16  # the CPU's own kernels
+    for _ in range(2):
+        with StandIn("cuda") as s:
+            assert not included()
+            assert softmax_of_a_product(s.device, "cuda", key_in=True) == torch.float32  # CUDA's policy, on the device
+            assert softmax_of_a_product(cpu, "cpu", key_in=True) == torch.bfloat16  # the CPU's, on CPU tensors beside
+            assert not included() and registered.active is not None
+        assert not included() and registered.active is None
+    assert softmax_of_a_product(cpu, "cpu", key_in=False) == torch.bfloat16
+    assert autocast.kernels() is registered and autocast.kernels.cache_info().currsize == 1
+    assert set(torch._C._dispatch_get_registrations_for_dispatch_key(key)) == own
+    assert set(torch._C._dispatch_get_registrations_for_dispatch_key("AutocastCPU")) == cpu_key
 
 
 def _ex2_files() -> list[Path]:

@@ -2,11 +2,20 @@
 
 The stand-in's tensors are CPU tensors, so only PyTorch's AutocastCPU kernels could ever see
 them, with CPU autocast's policy (which keeps softmax, layer_norm, sums, exp ... in the low
-precision, where CUDA runs them in float32). While a stand-in is active, Python kernels on the
-AutocastCPU key apply, to the stand-in's tensors, the policy of the device they stand for (the
-ops registered on AutocastCUDA / AutocastMPS in the installed torch, each cast as that device's
-kernel casts), and to plain CPU tensors the CPU's own policy; entering ``torch.autocast(kind)``
-switches the AutocastCPU key on for the duration. Removed when the stand-in ends.
+precision, where CUDA runs them in float32). While a stand-in's autocast is on, Python kernels
+apply, to the stand-in's tensors, the policy of the device they stand for (the ops registered on
+AutocastCUDA / AutocastMPS in the installed torch, each cast as that device's kernel casts), and to
+plain CPU tensors the CPU's own policy; below them no autocast kernel runs (the CPU's own, on the
+stand-in's CPU tensors, would cast by the CPU's policy).
+
+The kernels sit on an autocast dispatch key no backend of this machine uses (``_spare_key``: the
+IPU's, the HPU's or PrivateUse1's), registered once a process (``kernels``; the learner's fork
+server registers them before it forks) and reached only where a stand-in's autocast is on: entering
+``torch.autocast(kind)`` adds that key to the thread's dispatch keys, as PyTorch's own autocast
+switches its key in each thread, and each kernel asks the stand-in active (``Kernels.active``). A
+session used to put its kernels on the AutocastCPU key itself, and take them off at its end:
+~200 registrations, 2.5 ms a session and 23 ms at a learner process's first, six times a batch
+learner (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -85,12 +94,76 @@ def _op(name: str) -> Any:
     return getattr(getattr(torch.ops.aten, packet), overload or "default")
 
 
-_EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+# The autocast keys of backends a grader's machine never has, in the order tried: the first that no
+# installed package registered a kernel or fallback on carries the stand-in's kernels. Each ranks above
+# AutocastCPU, so that on the stand-in's tensors (CPU tensors) they run before the CPU's own kernels could.
+SPARE_KEYS = ("AutocastIPU", "AutocastHPU", "AutocastPrivateUse1")
+# Below every autocast key: where a kernel of the stand-in's goes on, and so neither the CPU's autocast
+# kernels nor another of its own runs again for the same call.
 _AFTER = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.AutocastCPU)
 
 
+def _spare_key() -> str:
+    for name in SPARE_KEYS:
+        key = getattr(torch._C.DispatchKey, name, None)
+        if key is not None and not torch._C._dispatch_get_registrations_for_dispatch_key(name) \
+                and not torch._C._dispatch_has_backend_fallback(key):
+            return name
+    return SPARE_KEYS[-1]  # every one taken (a backend's package installed for each): its kernels overridden
+
+
+class Kernels:
+    """The stand-ins' autocast kernels, one for every op any policy names, on ``key``: each applies the
+    policy of the DeviceAutocast ``active`` (the stand-in open in this process), and goes on below
+    autocast where none is. Registered once a process (``kernels``) and never taken off: the key is
+    reached only where ``DeviceAutocast`` adds it to a thread's dispatch keys."""
+
+    def __init__(self) -> None:
+        import warnings
+
+        self.active: DeviceAutocast | None = None
+        self.name = _spare_key()
+        self.key = getattr(torch._C.DispatchKey, self.name)
+        # excluded inside a kernel's own call, and in the stand-in's CPU kernels (grader/emulation/standin.py)
+        self.excluded = torch._C.DispatchKeySet(self.key) | torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+        self._below = torch._C._dispatch_keyset_full_after(self.key)  # where no stand-in is open: the CPU's autocast
+        self._libs = [torch.library.Library("aten", "IMPL")]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Overriding a previously registered kernel" (a backend's, if any)
+            for name in sorted(set().union(*(policy(kind) for kind in KEYS))):
+                try:
+                    self._libs[0].impl(name, self._kernel(name, _op(name)), self.name, with_keyset=True)
+                except (RuntimeError, AttributeError):
+                    continue
+            if not torch._C._dispatch_has_backend_fallback(self.key):  # every other op: not autocast here
+                fallback = torch.library.Library("_", "IMPL")
+                fallback.fallback(torch.library.fallthrough_kernel, self.name)
+                self._libs.append(fallback)
+
+    def _kernel(self, name: str, op: Any) -> Callable[..., Any]:
+        def autocast_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+            active = self.active
+            if active is None:  # (a thread that kept the key past its stand-in: as if it had none)
+                return op.redispatch(keyset & self._below, *args, **kwargs)
+            return active.run(name, op, keyset & _AFTER, args, kwargs)
+
+        return autocast_kernel
+
+    def switch(self, on: bool) -> None:
+        """The key in this thread's dispatch keys, or out of them."""
+        torch._C._dispatch_tls_set_dispatch_key_included(self.key, on)
+        torch._C._dispatch_tls_set_dispatch_key_excluded(self.key, not on)
+
+
+@functools.cache
+def kernels() -> Kernels:
+    """This process's ``Kernels`` (registered at the first call: ~3 ms)."""
+    return Kernels()
+
+
 class DeviceAutocast:
-    """For a stand-in of ``kind``: AutocastCPU kernels that cast its tensors as ``kind``'s autocast does."""
+    """For a stand-in of ``kind``: what the kernels (``Kernels``) do while it is open — cast its tensors as
+    ``kind``'s autocast does, and plain CPU tensors as the CPU's does."""
 
     def __init__(self, kind: str, on_device: Callable[[torch.Tensor], bool]) -> None:
         self.kind = kind
@@ -100,9 +173,9 @@ class DeviceAutocast:
         self.learner_cpu = False  # the learner's own torch.autocast("cpu") is on
         self.device_on = False
         self._cache: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
-        self._lib: Any = None
+        self._kernels = kernels()
 
-    # -- the kernels ----------------------------------------------------------------------
+    # -- what a kernel does ---------------------------------------------------------------
     def _eligible(self, t: object, device: bool) -> bool:
         return (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
                 and self.on_device(t) == device)
@@ -122,43 +195,39 @@ class DeviceAutocast:
             self._cache[id(t)] = (weakref.ref(t), casted)
         return casted
 
-    def kernel(self, name: str) -> Callable[..., Any]:
-        op = _op(name)
+    def run(self, name: str, op: Any, below: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Op ``name`` as this device's autocast runs it (``below``: the dispatch keys under autocast)."""
+        leaves = tensors((args, kwargs))
+        cast = None
+        if self.device_on and any(self._eligible(t, True) for t in leaves):
+            device, table, low = True, self.device_policy, torch.get_autocast_dtype(self.kind)
+            cast = table.get(name)
+        elif self.learner_cpu and any(self._eligible(t, False) for t in leaves):
+            device, table, low = False, self.cpu_policy, torch.get_autocast_dtype("cpu")
+            cast = table.get(name)
+        if cast is None:
+            # Not an op this device's autocast casts: as its fallthrough, the ops it is made of
+            # are still autocast.
+            return op.redispatch(below, *args, **kwargs)
+        with torch._C._ExcludeDispatchKeyGuard(self._kernels.excluded):
+            if cast == "banned":
+                raise RuntimeError(BANNED[self.kind if device else "cpu"][name])
+            if cast == "lower":
+                target = low
+            elif cast == "fp32":
+                target = torch.float32
+            else:
+                eligible = [t for t in leaves if self._eligible(t, device)]
+                target = torch.float32 if any(t.dtype == torch.float32 for t in eligible) else low
 
-        def autocast_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-            leaves = tensors((args, kwargs))
-            cast = None
-            if self.device_on and any(self._eligible(t, True) for t in leaves):
-                device, table, low = True, self.device_policy, torch.get_autocast_dtype(self.kind)
-                cast = table.get(name)
-            elif self.learner_cpu and any(self._eligible(t, False) for t in leaves):
-                device, table, low = False, self.cpu_policy, torch.get_autocast_dtype("cpu")
-                cast = table.get(name)
-            if cast is None:
-                # Not an op this device's autocast casts: as its fallthrough, the ops it is made of
-                # are still autocast.
-                return op.redispatch(keyset & _AFTER, *args, **kwargs)
-            with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
-                if cast == "banned":
-                    raise RuntimeError(BANNED[self.kind if device else "cpu"][name])
-                if cast == "lower":
-                    target = low
-                elif cast == "fp32":
-                    target = torch.float32
-                else:
-                    eligible = [t for t in leaves if self._eligible(t, device)]
-                    target = torch.float32 if any(t.dtype == torch.float32 for t in eligible) else low
+            def convert(a: Any) -> Any:
+                if isinstance(a, torch.Tensor) and self._eligible(a, device):
+                    return self._cast(a, target)
+                if isinstance(a, (list, tuple)):
+                    return type(a)(convert(x) for x in a)
+                return a
 
-                def convert(a: Any) -> Any:
-                    if isinstance(a, torch.Tensor) and self._eligible(a, device):
-                        return self._cast(a, target)
-                    if isinstance(a, (list, tuple)):
-                        return type(a)(convert(x) for x in a)
-                    return a
-
-                return op(*convert(list(args)), **{k: convert(v) for k, v in kwargs.items()})
-
-        return autocast_kernel
+            return op(*convert(list(args)), **{k: convert(v) for k, v in kwargs.items()})
 
     # -- switching ------------------------------------------------------------------------
     def set_enabled(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -171,36 +240,9 @@ class DeviceAutocast:
                 self.learner_cpu = bool(enabled)
             else:
                 return
-            if self.device_on or self.learner_cpu:
-                self._register()
-            original("cpu", self.device_on or self.learner_cpu)
+            self._kernels.switch(self.device_on or self.learner_cpu)
 
         return set_autocast_enabled
-
-    def _register(self) -> None:
-        """The kernels, the first time autocast is switched on (most sessions never do): ~200 ops."""
-        if self._lib is not None:
-            return
-        import warnings
-
-        lib = torch.library.Library("aten", "IMPL")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "Overriding a previously registered kernel": that is the point
-            for name in sorted(set(self.device_policy) | set(self.cpu_policy)):
-                try:
-                    lib.impl(name, self.kernel(name), "AutocastCPU", with_keyset=True)
-                except (RuntimeError, AttributeError):
-                    continue
-        self._lib = lib
-
-    def is_enabled(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def is_autocast_enabled(*args: Any, **kwargs: Any) -> bool:
-            device = args[0] if args else kwargs.get("device_type", "cuda")
-            if device == "cpu":
-                return self.learner_cpu
-            return bool(original(*args, **kwargs))
-
-        return is_autocast_enabled
 
     def clear_cache(self, original: Callable[[], None]) -> Callable[[], None]:
         def clear_autocast_cache() -> None:
@@ -211,22 +253,23 @@ class DeviceAutocast:
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
-        saved = (torch.set_autocast_enabled, torch.is_autocast_enabled, torch.clear_autocast_cache,
-                 torch.is_autocast_enabled("cpu"))
+        """The stand-in's autocast while the stand-in is open: the kernels ask this one, and the learner's
+        ``torch.autocast(kind)`` and ``torch.autocast("cpu")`` switch them on in their thread. The CPU's own
+        autocast state is the learner's, as set (its kernels never run below the stand-in's)."""
+        saved = (torch.set_autocast_enabled, torch.clear_autocast_cache, torch.is_autocast_enabled("cpu"),
+                 self._kernels.active)
         torch.set_autocast_enabled = self.set_enabled(saved[0])
-        torch.is_autocast_enabled = self.is_enabled(saved[1])
-        torch.clear_autocast_cache = self.clear_cache(saved[2])
-        self.learner_cpu = saved[3]
-        self.device_on = bool(saved[1](self.kind))
-        if self.device_on:
-            self._register()
+        torch.clear_autocast_cache = self.clear_cache(saved[1])
+        self.learner_cpu = saved[2]
+        self.device_on = bool(torch.is_autocast_enabled(self.kind))
+        self._kernels.active = self
+        self._kernels.switch(self.device_on or self.learner_cpu)
         try:
             yield
         finally:
-            torch.set_autocast_enabled, torch.is_autocast_enabled, torch.clear_autocast_cache = saved[:3]
-            saved[0]("cpu", saved[3])
+            outer = saved[3]
+            self._kernels.switch(outer is not None and (outer.device_on or outer.learner_cpu))
+            self._kernels.active = outer
+            torch.set_autocast_enabled, torch.clear_autocast_cache = saved[:2]
+            saved[0]("cpu", saved[2])
             self._cache.clear()
-            if self._lib is not None:
-                self._lib._destroy()
-                self._lib = None
-

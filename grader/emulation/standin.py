@@ -52,7 +52,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from grader.emulation import ops
-from grader.emulation.autocast import DeviceAutocast
+from grader.emulation.autocast import DeviceAutocast, kernels
 from grader.emulation.clocks import VirtualClocks, held_as_default
 from grader.emulation.generators import DeviceGenerator, generator_type_for
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patched
@@ -69,7 +69,6 @@ Kind = Literal["cuda", "mps"]
 Place = Literal["device", "pinned", "cpu"]
 MiB = 1024 * 1024
 aten = ops.aten
-_NO_AUTOCAST = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
 # The CPU allocator's words when it cannot (c10/core/impl/alloc_cpu.cpp): "DefaultCPUAllocator: can't
 # allocate memory: you tried to allocate 4000000000000 bytes."
 _HOST_REFUSED = re.compile(r"can't allocate memory: you tried to allocate (\d+) bytes")
@@ -195,6 +194,7 @@ class StandIn:
         self._warm: set[torch.dtype] = set()
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # non_blocking copies to the host
         self._stack = contextlib.ExitStack()
+        self._no_autocast = kernels().excluded  # the autocast keys a CPU kernel of the device's never reaches
 
     @property
     def contexts(self) -> list[Call]:
@@ -396,7 +396,7 @@ class StandIn:
         # A GPU's kernels do not call back into autocast; this CPU build's kernels call other ops
         # through the dispatcher, which must not be autocast again.
         try:
-            with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
+            with torch._C._ExcludeDispatchKeyGuard(self._no_autocast):
                 if to_device and op.random and kwargs.get("generator") is None:
                     with self._device_random():
                         out = func(*args, **kwargs)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from grader.emulation.autocast import kernels
 from grader.emulation.clocks import RecordedClocks, held_as_default
 from grader.emulation.observer import Observer
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, Wrap, kept_original, patched
@@ -309,6 +310,14 @@ class StandInSession(StandIn):
 
 
 Session = CpuSession | RealSession | StandInSession
+
+
+
+def register_kernels() -> None:
+    """The stand-ins' autocast kernels, registered by the learner's fork server before it forks, for every
+    learner process it forks: on a key no op reaches until a stand-in's autocast is on
+    (grader/emulation/autocast.py)."""
+    kernels()
 
 
 def open_session(request: OpenDevice, code: LearnerCode, gpu_share: float = 1.0) -> Session:

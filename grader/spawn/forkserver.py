@@ -134,9 +134,11 @@ def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: li
         os._exit(code)
 
 
-def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (), *, checks: bool = False) -> bool:
+def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (), *, checks: bool = False,
+                       kernels: bool = False) -> bool:
     """Import ``names`` and those of ``if_installed`` that are installed into this server (and, for
-    the judge's, ``checks``: every check module); False when an import touched CUDA (a forked child
+    the judge's, ``checks``: every check module; for the learner's, ``kernels``: the stand-ins' autocast
+    kernels, registered once for every child); False when an import touched CUDA (a forked child
     could not use it: the caller then stops, and the grader execs instead)."""
     for name in names:
         importlib.import_module(name)
@@ -149,6 +151,10 @@ def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (
 
         with contextlib.suppress(Exception):  # a check that does not import fails in each child, as pytest says
             compute_ahead(import_checks())  # what every grading computes alike (ex4's budget), once
+    if kernels:
+        from grader.learner.sessions import register_kernels
+
+        register_kernels()
     import torch
 
     if torch.cuda.is_initialized():
@@ -168,7 +174,8 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.disable()  # through the imports, as in an exec'd learner process (grader/learner/__main__.py)
     sock = socket.socket(fileno=fd)
-    if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge") or (
+    if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge",
+                              kernels=role == "learner") or (
             isolated and not isolates(work_mb)):
         sock.send(encode(ServerReady(ok=False)))
         return
