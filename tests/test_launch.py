@@ -238,6 +238,9 @@ import sys, torch
 from grader.spawn.forkserver import PRELOAD, PRELOAD_IF_INSTALLED, _imported_forkable
 role = sys.argv[1]
 assert _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role])  # as a server starts (the judge's checks aside)
+from grader.wire import codec
+from grader.wire.messages import MESSAGE_TYPES
+compiled = set(codec._PLANS) == set(MESSAGE_TYPES.values())  # every message's plan, before a child forks
 if role == "learner":
     from grader.learner.deferred import defer_dynamo
     defer_dynamo()  # as the learner process starts (grader/learner/__main__.py)
@@ -257,7 +260,7 @@ if role == "learner":  # what a grading's learner code does on the stand-in: a t
             opt.step()
         torch.zeros(2)  # a factory with no device: the default device decides
         torch.cuda.synchronize()
-print(sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("torch", "grader")))
+print(sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("torch", "grader")), compiled)
 """
 
 
@@ -265,11 +268,12 @@ print(sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("torch"
 def test_a_forked_process_imports_nothing_of_torch_or_the_grader_that_its_server_could_have(role: str) -> None:
     """What torch imports at its first use on the paths every grading takes is its server's (grader/spawn/
     forkserver.py ``PRELOAD_IF_INSTALLED``): each forked process imported it again, and in the learner
-    process each import made the next session scan sys.modules for the learner's modules again."""
+    process each import made the next session scan sys.modules for the learner's modules again. So is the
+    codec's plan of every message (grader/wire/codec.py ``prepare``: 7 ms in each forked child)."""
     proc = subprocess.run([sys.executable, "-c", FORKED_IMPORTS, role], capture_output=True, text=True, timeout=120,
                           check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["[]"], proc.stdout
+    assert proc.stdout.split() == ["[]", "True"], proc.stdout
 
 
 

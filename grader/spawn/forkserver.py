@@ -30,7 +30,7 @@ import sys
 import traceback
 
 from grader.spawn.confine import FIRST_FD, TOKEN_VAR, apply_limits, drop_privileges, enter_run, isolates, join_cgroup
-from grader.wire.codec import decode, encode
+from grader.wire.codec import decode, encode, prepare
 from grader.wire.messages import ForkExited, ForkRequest, ForkStarted, Role, ServerReady, role_of
 
 # Imported once by a server; the judge's server imports the checks too (grader/judge/session.py
@@ -155,6 +155,7 @@ def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (
         from grader.learner.sessions import register_kernels
 
         register_kernels()
+    prepare()  # the messages' codec, compiled once for every child
     import torch
 
     if torch.cuda.is_initialized():

@@ -236,6 +236,13 @@ def _plan(cls: type) -> tuple[frozenset[str], tuple[tuple[str, Conformer, str], 
     return _PLANS[cls]
 
 
+def prepare() -> None:
+    """Every message type's plan, compiled now: what a fork server does before it forks, so that no
+    child compiles them again (2.6 ms a process, both sides of a grading)."""
+    for cls in MESSAGE_TYPES.values():
+        _plan(cls)
+
+
 def _build(cls: type, data: Mapping[str, Any]) -> Any:
     known, fields = _plan(cls)
     unknown = [key for key in data if key not in known]
