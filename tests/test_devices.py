@@ -26,7 +26,7 @@ import torch
 from grader.checks.ex2_timing.common import REPEATS, explanations, measured_interval
 from grader.checks.ex2_timing.test_returns_mean_not_total import REAL_TRIALS, _real_timing
 from grader.checks.ex4_oom.budget import fill_budget
-from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
+from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, preloaded_modules
 from grader.emulation.runtime import _class_with_base, machine
 from grader.emulation.standin import StandIn
 from grader.judge.devices import runs_amp
@@ -81,12 +81,47 @@ def test_recorder_sees_sync_clock_and_matmuls(fake_cuda: None) -> None:
 def learner_module(tmp_path: Path, name: str, text: str) -> Iterator[tuple[types.ModuleType, LearnerCode]]:
     """A learner module run by the sandbox's own top-level runner (one cell), and where the
     learner's code lives (as the runner hands it to a session); removed afterwards."""
+    before = preloaded_modules()  # as the learner process asks, before its top level runs
     source = Source(name, text, f"{name}.py", (Cell("line 1", 1, text.count("\n") + 1),))
     toplevel = TopLevel({"ex": source}, str(tmp_path), TopLevelLimits(), lambda event: None)
     try:
-        yield toplevel.module(name), LearnerCode(tuple(sorted(toplevel.learner_dirs())))
+        yield toplevel.module(name), LearnerCode(tuple(sorted(toplevel.learner_dirs())), before)
     finally:
         toplevel.close()
+
+
+class _CountedFile(types.ModuleType):
+    """A module that counts the reads of its ``__file__``."""
+
+    reads = 0
+
+    @property  # type: ignore[override]
+    def __file__(self) -> str:  # type: ignore[override]
+        type(self).reads += 1
+        return self.path
+
+    def __init__(self, name: str, path: str) -> None:
+        super().__init__(name)
+        self.path = path
+
+
+def test_the_modules_there_before_the_learner_s_code_are_never_read_as_the_learner_s(tmp_path: Path) -> None:
+    """A scan for the learner's modules skips, unread, those the process held before the learner's code ran
+    (``preloaded_modules``: a forked learner process's first scan read ~1300 of its server's); a module put
+    under such a name afterwards is a new object, and is read."""
+    there = _CountedFile("preloaded_lookalike", str(tmp_path / "preloaded_lookalike.py"))
+    sys.modules["preloaded_lookalike"] = there
+    try:
+        before = {**preloaded_modules(), id(there): there}
+        assert LearnerCode((str(tmp_path),), before).namespaces() == [] and _CountedFile.reads == 0
+        assert LearnerCode((str(tmp_path),)).namespaces() == [vars(there)]  # not skipped: read, and the learner's
+        assert _CountedFile.reads > 0
+        replaced = types.ModuleType("preloaded_lookalike")
+        replaced.__file__ = str(tmp_path / "preloaded_lookalike.py")
+        sys.modules["preloaded_lookalike"] = replaced
+        assert LearnerCode((str(tmp_path),), before).namespaces() == [vars(replaced)]
+    finally:
+        sys.modules.pop("preloaded_lookalike", None)
 
 
 def test_patches_reach_names_the_learner_bound_at_import(tmp_path: Path) -> None:

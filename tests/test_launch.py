@@ -278,14 +278,16 @@ def test_a_forked_process_imports_nothing_of_torch_or_the_grader_that_its_server
 
 
 KERNELS_THEN_FORK = """
-import os, torch
+import os, sys, torch
 from grader.emulation import autocast
 from grader.spawn.forkserver import PRELOAD, PRELOAD_IF_INSTALLED, _imported_forkable
-assert _imported_forkable(PRELOAD["learner"], PRELOAD_IF_INSTALLED["learner"], kernels=True)  # as the learner's server
+assert _imported_forkable(PRELOAD["learner"], PRELOAD_IF_INSTALLED["learner"], learner=True)  # as the learner's server
 registered = autocast.kernels.cache_info().currsize
+from grader.emulation.patching import preloaded_modules
+recorded = preloaded_modules.cache_info().currsize == 1 and id(sys.modules["torch"]) in preloaded_modules()
 key = autocast.kernels().name
 before = sorted(torch._C._dispatch_get_registrations_for_dispatch_key(key))
-print("server", registered, len(before) > 150)
+print("server", registered, len(before) > 150, recorded)
 pid = os.fork()
 if pid == 0:  # a learner process: a stand-in's autocast, on the kernels its server registered
     from grader.emulation.standin import StandIn
@@ -303,10 +305,11 @@ os.waitpid(pid, 0)
 def test_the_learner_s_server_registers_the_stand_ins_autocast_kernels_and_its_children_only_use_them() -> None:
     """The stand-ins' autocast kernels (grader/emulation/autocast.py) are the learner's server's, registered
     before it forks: a forked learner process's stand-in casts by CUDA's policy with them and registers none
-    (each session registered ~200 and took them off again: 23 ms at a process's first, 2.5 ms each after)."""
+    (each session registered ~200 and took them off again: 23 ms at a process's first, 2.5 ms each after).
+    The server also records the modules it holds, none of them the learner's (``preloaded_modules``)."""
     proc = subprocess.run([sys.executable, "-c", KERNELS_THEN_FORK], capture_output=True, text=True, timeout=120,
                           check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.stdout.split() == ["server", "1", "True", "child", "True", "True", "1"], proc.stderr[-2000:]
+    assert proc.stdout.split() == ["server", "1", "True", "True", "child", "True", "True", "1"], proc.stderr[-2000:]
 
 
 COLLECT_ONCE = """

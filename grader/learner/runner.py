@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import torch
 
-from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode
+from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, preloaded_modules
 from grader.learner import torchstate
 from grader.learner.calls import Outcome, call, clear_learner_caches, lookup
 from grader.learner.instruments import counted_steps, metered, watch_amp
@@ -123,7 +123,7 @@ class Runner:
                                 None if start.run is None else frozenset(start.run))
         self.toplevel = TopLevel(self.sources, start.workdir, limits, self._tell)
         self.toplevel.timed_out.update(start.timed_out)
-        self.code = LearnerCode(tuple(sorted(self.toplevel.learner_dirs())))
+        self.code = LearnerCode(tuple(sorted(self.toplevel.learner_dirs())), preloaded_modules())
         self.toplevel.run_all()
         self.conn.send(Ready(), self._seq)
 

@@ -23,7 +23,15 @@ from torch.utils._python_dispatch import _disable_current_modes
 from grader.emulation.autocast import kernels
 from grader.emulation.clocks import RecordedClocks, held_as_default
 from grader.emulation.observer import Observer
-from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, Wrap, kept_original, patched
+from grader.emulation.patching import (
+    NO_LEARNER_CODE,
+    LearnerCode,
+    Target,
+    Wrap,
+    kept_original,
+    patched,
+    preloaded_modules,
+)
 from grader.emulation.standin import Kind, StandIn
 from grader.reference.device import CostModel
 from grader.reference.meter import MemoryMeter
@@ -313,11 +321,13 @@ Session = CpuSession | RealSession | StandInSession
 
 
 
-def register_kernels() -> None:
-    """The stand-ins' autocast kernels, registered by the learner's fork server before it forks, for every
-    learner process it forks: on a key no op reaches until a stand-in's autocast is on
-    (grader/emulation/autocast.py)."""
+def before_forks() -> None:
+    """What every learner process would otherwise do first, done once by the learner's fork server before it
+    forks: the stand-ins' autocast kernels registered (on a key no op reaches until a stand-in's autocast is
+    on, grader/emulation/autocast.py), and the modules it holds recorded as none of the learner's
+    (grader/emulation/patching.py ``preloaded_modules``)."""
     kernels()
+    preloaded_modules()
 
 
 def open_session(request: OpenDevice, code: LearnerCode, gpu_share: float = 1.0) -> Session:

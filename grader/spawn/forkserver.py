@@ -135,11 +135,11 @@ def _become_child(role: Role, sock: socket.socket, request: ForkRequest, fds: li
 
 
 def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (), *, checks: bool = False,
-                       kernels: bool = False) -> bool:
+                       learner: bool = False) -> bool:
     """Import ``names`` and those of ``if_installed`` that are installed into this server (and, for
-    the judge's, ``checks``: every check module; for the learner's, ``kernels``: the stand-ins' autocast
-    kernels, registered once for every child); False when an import touched CUDA (a forked child
-    could not use it: the caller then stops, and the grader execs instead)."""
+    the judge's, ``checks``: every check module; for the learner's, ``learner``: what each of its processes
+    would otherwise do first, grader/learner/sessions.py ``before_forks``); False when an import touched
+    CUDA (a forked child could not use it: the caller then stops, and the grader execs instead)."""
     for name in names:
         importlib.import_module(name)
     for name in if_installed:
@@ -151,10 +151,10 @@ def _imported_forkable(names: tuple[str, ...], if_installed: tuple[str, ...] = (
 
         with contextlib.suppress(Exception):  # a check that does not import fails in each child, as pytest says
             compute_ahead(import_checks())  # what every grading computes alike (ex4's budget), once
-    if kernels:
-        from grader.learner.sessions import register_kernels
+    if learner:
+        from grader.learner.sessions import before_forks
 
-        register_kernels()
+        before_forks()
     prepare()  # the messages' codec, compiled once for every child
     import torch
 
@@ -176,7 +176,7 @@ def serve(role: Role, fd: int, isolated: bool = False, work_mb: int = 256) -> No
     gc.disable()  # through the imports, as in an exec'd learner process (grader/learner/__main__.py)
     sock = socket.socket(fileno=fd)
     if not _imported_forkable(PRELOAD[role], PRELOAD_IF_INSTALLED[role], checks=role == "judge",
-                              kernels=role == "learner") or (
+                              learner=role == "learner") or (
             isolated and not isolates(work_mb)):
         sock.send(encode(ServerReady(ok=False)))
         return
