@@ -26,6 +26,7 @@ from grader.reference.meter import MemoryMeter, Storages
 from grader.reference.problems import (
     EX4_BATCH,
     KINK_MARGIN,
+    build,
     ex4_optimizer,
     ex4_problem,
     ex4_reference_step,
@@ -297,3 +298,33 @@ def test_the_ops_walker_finds_pytrees_tensors_in_pytrees_order_at_any_depth() ->
     for _ in range(5000):
         deep = [{"in": deep}, b]
     assert [id(t) for t in meter_module.tensors((deep, {}))] == [id(a)] + [id(b)] * 5000
+
+
+@pytest.mark.parametrize("request_", [OpenDevice("cpu", standin=False), OpenDevice("cuda", standin=True),
+                                      OpenDevice("mps", standin=True)], ids=["cpu", "cuda", "mps"])
+def test_a_recipe_s_parts_are_made_on_the_host_as_outside_any_session_and_moved_as_the_learner_moves_them(
+        request_: OpenDevice) -> None:
+    """The learner process makes a recipe's parts with the session's modes off (grader/reference/problems.py
+    ``_on_the_host``): the same weights and batches as the judge's outside any session; ex5's stay CPU tensors
+    as the session sees them, with no event of the build's ops (through the modes, the old way, the same tensors
+    and an event no check reads); ex4's then go to the device with the modes on, each a transfer."""
+    args = list(small(Draw(7)))
+    with open_session(request_, NO_LEARNER_CODE) as session:
+        parts = build("ex5.problem", args, session.device)
+        assert session.events == []
+        through_modes = ex5_problem(*args)  # the modes on
+        assert [e.kind for e in session.events] == ["op"]  # "ops ran on the cpu in float32"
+        assert all(session.device_of(t) == "cpu" for t in (*parts[0].parameters(), *parts[1:]))
+        session.events.clear()
+        model, inputs, targets, optimizer = build("ex4.problem", [22], session.device)
+        moved = [*model.parameters(), inputs, targets]
+        assert all(session.device_of(t) == session.device.type for t in moved)
+        assert [e.kind for e in session.events] == ([] if request_.kind == "cpu" else ["h2d"] * len(moved))
+        assert optimizer.param_groups[0]["params"] == list(model.parameters())
+    outside = ex5_problem(*args)
+    for built in (parts, through_modes):
+        assert all(torch.equal(a, b) for a, b in zip(built[0].state_dict().values(),
+                                                      outside[0].state_dict().values(), strict=True))
+        assert torch.equal(built[1], outside[1]) and torch.equal(built[2], outside[2])
+    judge_s = ex4_problem(torch.device("cpu"), 22)
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(moved, [*judge_s[0].parameters(), *judge_s[1:]], strict=True))
