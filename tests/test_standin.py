@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from grader.checks.ex2_timing.common import measured_interval
+from grader.checks.ex2_timing.common import SMALLER, measured_interval
 from grader.emulation import autocast
 from grader.emulation.patching import LearnerCode
 from grader.emulation.standin import StandIn
@@ -587,19 +587,19 @@ def _timeline(path: Path, kind: str, n: int, costs: CostModel) -> Timeline:
 
 
 @pytest.mark.parametrize("path", _ex2_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_a_timing_half_the_side_on_the_smaller_model_reads_the_same_times(path: Path) -> None:
-    """ex2's checks time a stand-in's problems at half the drawn side on ``CostModel.smaller(2)``
-    (grader/checks/ex2_timing/common.py): every correct style and every mistake of the corpus returns
-    the same number, and its device leaves the same events at the same virtual times, as at the full
+def test_a_timing_at_a_smaller_side_on_the_smaller_model_reads_the_same_times(path: Path) -> None:
+    """ex2's checks time a stand-in's problems at a quarter of the drawn side on ``CostModel.smaller(4)``
+    (grader/checks/ex2_timing/common.py ``SMALLER``): every correct style and every mistake of the corpus
+    returns the same number, and its device leaves the same events at the same virtual times, as at the full
     side on the full model — so no verdict of a timing check can change with it."""
     for kind in ("cuda", "mps"):
         full = _timeline(path, kind, 512, CostModel())
-        half = _timeline(path, kind, 256, CostModel().smaller(2))
-        assert half[0] == pytest.approx(full[0], rel=1e-9)
-        assert [e[:2] for e in half[1]] == [e[:2] for e in full[1]]
-        assert [t for e in half[1] for t in e[2:]] == pytest.approx([t for e in full[1] for t in e[2:]], rel=1e-9,
+        small = _timeline(path, kind, 512 // SMALLER, CostModel().smaller(SMALLER))
+        assert small[0] == pytest.approx(full[0], rel=1e-9)
+        assert [e[:2] for e in small[1]] == [e[:2] for e in full[1]]
+        assert [t for e in small[1] for t in e[2:]] == pytest.approx([t for e in full[1] for t in e[2:]], rel=1e-9,
                                                                     abs=1e-12)
-    unscaled = _timeline(path, "cuda", 256, CostModel())  # the model is what keeps them: without it, they move
+    unscaled = _timeline(path, "cuda", 512 // SMALLER, CostModel())  # the scaled model keeps them: unscaled, they move
     assert [e[3] for e in unscaled[1]] != pytest.approx([e[3] for e in full[1]], rel=1e-3)
 
 

@@ -45,7 +45,7 @@ RaisedKind = Literal["learner_raised", "not_attempted", "timed_out", "already_ti
 DeviceKind = Literal["cpu", "cuda", "mps"]
 # How much smaller on each side a stand-in session runs a check's problem, on a cost model scaled to
 # read the same virtual times (grader/reference/device.py ``CostModel.smaller``): ex2's timings.
-Smaller = Literal[1, 2]
+Smaller = Literal[1, 4]
 # The two processes of a run that the grader starts (grader/run/launch.py).
 Role = Literal["judge", "learner"]
 # What a grading may be asked to grade on (``--device``, ``grade(device=)``, the learner process's

@@ -19,11 +19,13 @@ from grader.judge.api import Device, Event, LearnerModule, Smaller, fail, is_num
 
 N = 512  # the size a grading draws around (grader/reference/draws.py: 384-640); stand-in: 268 µs at 512
 REPEATS = 5
-# A stand-in times the learner's code on problems half the drawn side, on a cost model that reads the
-# drawn size's times (grader/reference/device.py ``CostModel.smaller``): every product, copy and
-# elementwise op, mistakes and margins as at n, for an eighth of the real arithmetic (the matmuls were
-# a quarter of a grading's CPU time). A real device and the CPU's own clock time the drawn size.
-SMALLER: Smaller = 2
+# A stand-in times the learner's code on problems a quarter of the drawn side, on a cost model that reads
+# the drawn size's times (grader/reference/device.py ``CostModel.smaller``): every product, copy and
+# elementwise op, mistakes and margins as at n (the same virtual times to the bit: the factors are powers of
+# two), for a 64th of the real arithmetic. Half the side (an eighth) left the products of ex2's 13 calls
+# ~30 ms of a batch learner's CPU (2026-12-06); the drawn sizes (384-640) are multiples of 64. A real device
+# and the CPU's own clock time the drawn size.
+SMALLER: Smaller = 4
 UNITS = {1.0: "s", 1e3: "ms", 1e6: "µs"}
 MATCH = 1e-2  # how close (relative) a clock difference must be to the returned value; time.time() rounds
 # On a real device, how close in seconds (and 1e-9 relative): the returned number is the learner's
