@@ -21,6 +21,7 @@ from grader.wire.messages import (
     Call,
     CellStop,
     CheckEnded,
+    Closed,
     Event,
     Hello,
     JudgeReport,
@@ -38,6 +39,8 @@ def test_every_message_comes_back_as_it_was_sent() -> None:
                                                                                    "", True),), {"peak": 4}),
         TopLevelEvent("cell_stop", "ex1_device", 2, "In [3]", CellStop("ex1_device", 2, "In [3]", 1, "no_gpu", "E")),
         CheckEnded("ex1.a", "failed", "ex1.wrong_order", {"got": "cpu"}, "standin", ("cuda (stand-in)",), 0.1),
+        Event("clock", "", float("inf"), 7, "torch.float16", 2.5, "perf_counter", None, float("-inf")),
+        Closed((Event("matmul", "mps", 1e-3, 2**40, "torch.bfloat16", 0.0, "", False, 2e-3), Event("sync"))),
     ]
     for message in samples:
         assert decode(encode(message)) == message
@@ -75,6 +78,19 @@ def test_every_message_type_is_a_frozen_dataclass() -> None:
     json.dumps({"$msg": "CheckEnded", "check": "ex1.a", "status": "passed", "duration_s": "0.1"}).encode(),
     json.dumps({"$msg": "CheckEnded", "check": "ex1.a", "status": None}).encode(),  # None for a closed set
     json.dumps({"$msg": "Call", "exercise": "ex1", "function": "f", "kwargs": []}).encode(),  # a list as a mapping
+    # Events travel as their fields in order (grader/wire/codec.py ``_event``), each checked as a field is:
+    *[json.dumps({"$msg": "Closed", "events": [event]}).encode() for event in (
+        {"$ev": ["verdict", "", 0.0, 0, "", 0.0, "", None, None]},  # outside the closed set
+        {"$ev": ["sync", "", 0.0, 0, "", 0.0, "", None]},  # a field short
+        {"$ev": ["sync", "", 0.0, 0, "", 0.0, "", None, None, 1]},  # a field over
+        {"$ev": ["sync", "", "0.0", 0, "", 0.0, "", None, None]},  # a str as a float
+        {"$ev": ["sync", "", 0.0, True, "", 0.0, "", None, None]},  # a bool as an int
+        {"$ev": ["sync", "", 0.0, 0, "", 0.0, "", 1, None]},  # an int as a bool
+        {"$ev": ["sync", "", 0.0, 0, "", 0.0, "", None, None], "$msg": "Event"},  # a second tag
+        {"$ev": {"kind": "sync"}},  # not a list
+        {"$msg": "Event", "kind": "sync"},  # by name: not how an Event travels
+    )],
+    json.dumps({"$ev": ["verdict", "", 0.0, 0, "", 0.0, "", None, None]}).encode(),  # alone, outside the closed set
 ])
 def test_anything_else_is_a_protocol_error(payload: bytes) -> None:
     with pytest.raises(ProtocolError):
