@@ -348,8 +348,7 @@ class CudaRuntime:
         import torch.cuda.nvtx
 
         inj = self.injected
-        for name, value in self.c_functions().items():
-            inj.set(torch._C, name, value)
+        inj.set_all(torch._C, self.c_functions())
         cuda = torch.cuda
         inj.set(cuda, "_initialized", True)
         inj.set(cuda, "_cached_device_count", None)
@@ -384,8 +383,7 @@ class CudaRuntime:
         accelerator = AcceleratorRuntime(self.s, "cuda", current=lambda: self.current, set_current=self.set_device,
                                          exchange=self.exchange_device, stats=self.memory_stats,
                                          info=self.mem_get_info)
-        for name, value in accelerator.c_functions().items():
-            inj.set(torch._C, name, value)
+        inj.set_all(torch._C, accelerator.c_functions())
         if self.s is not None:
             self._undo.append(_class_with_base(cuda.Stream, _stream_base(self)))
             inj.set(torch.Tensor, "record_stream", _record_stream(torch._C.TensorBase.record_stream))
@@ -961,8 +959,7 @@ class MpsRuntime:
 
         _tolerate_late_event_release()
         inj = self.injected
-        for name, value in self.c_functions().items():
-            inj.set(torch._C, name, value)
+        inj.set_all(torch._C, self.c_functions())
         inj.set(torch.mps, "_default_mps_generator", None)
         if self._event_class is not None:  # a stand-in's device (not ex1's world with no tensors)
             inj.set(torch, "Event", generic_event(self._event_class, "mps"))
@@ -970,8 +967,7 @@ class MpsRuntime:
         accelerator = AcceleratorRuntime(self.s, "mps", current=lambda: 0, set_current=lambda i: None,
                                          exchange=lambda i: 0, stats=lambda device=None: device_stats(self.s),
                                          info=self._memory_info)
-        for name, value in accelerator.c_functions().items():
-            inj.set(torch._C, name, value)
+        inj.set_all(torch._C, accelerator.c_functions())
         _clear_availability_caches()
         return self
 
