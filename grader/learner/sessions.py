@@ -320,7 +320,6 @@ class StandInSession(StandIn):
 Session = CpuSession | RealSession | StandInSession
 
 
-
 def before_forks() -> None:
     """What every learner process would otherwise do first, done once by the learner's fork server before it
     forks: the stand-ins' autocast kernels registered (on a key no op reaches until a stand-in's autocast is
