@@ -276,7 +276,6 @@ def test_a_forked_process_imports_nothing_of_torch_or_the_grader_that_its_server
     assert proc.stdout.split() == ["[]", "True"], proc.stdout
 
 
-
 KERNELS_THEN_FORK = """
 import os, sys, torch
 from grader.emulation import autocast

@@ -91,6 +91,7 @@ def test_every_message_type_is_a_frozen_dataclass() -> None:
         {"$msg": "Event", "kind": "sync"},  # by name: not how an Event travels
     )],
     json.dumps({"$ev": ["verdict", "", 0.0, 0, "", 0.0, "", None, None]}).encode(),  # alone, outside the closed set
+    json.dumps({"$msg": "Event", "kind": "sync"}).encode(),  # alone by name: not how an Event travels either
     # a tag that is not a name (once a TypeError in the judge, not the protocol error it is):
     json.dumps({"$msg": []}).encode(), json.dumps({"$msg": {}}).encode(), json.dumps({"$msg": None}).encode(),
 ])

@@ -276,7 +276,7 @@ def _build(cls: type, data: Mapping[str, Any]) -> Any:
 
 def from_json(data: Any, expected: Any = None) -> Any:
     """A message from JSON data; ``expected`` (a type or a Union of them) narrows what is accepted."""
-    tag = data.get("$msg", _EVENT.__name__ if "$ev" in data else None) if isinstance(data, dict) else None
+    tag = (_EVENT.__name__ if "$ev" in data else data.get("$msg")) if isinstance(data, dict) else None
     if type(tag) is not str or tag not in MESSAGE_TYPES:  # (a list or a dict as the tag: not hashable, not one)
         raise ProtocolError("not a message")
     cls = MESSAGE_TYPES[tag]
@@ -286,7 +286,7 @@ def from_json(data: Any, expected: Any = None) -> Any:
         allowed = get_args(expected) if get_origin(expected) in (Union, types.UnionType) else (expected,)
     if allowed is not None and cls not in allowed:
         raise ProtocolError(f"a {cls.__name__} where {', '.join(a.__name__ for a in allowed)} was expected")
-    return _event(data, "Event") if "$ev" in data else _build(cls, data)
+    return _event(data, "Event") if cls is _EVENT else _build(cls, data)  # an Event only as to_json writes it
 
 
 def encode(message: Any) -> bytes:
