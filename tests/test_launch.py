@@ -289,6 +289,11 @@ before = sorted(torch._C._dispatch_get_registrations_for_dispatch_key(key))
 print("server", registered, len(before) > 150, recorded)
 pid = os.fork()
 if pid == 0:  # a learner process: a stand-in's autocast, on the kernels its server registered
+    started = []
+    sys.addaudithook(lambda event, args: started.append(args[0]) if event == "subprocess.Popen" else None)
+    from grader.learner.sessions import hello
+    named = hello("auto").cpu_name
+    print("hello", bool(named), started, flush=True)
     from grader.emulation.standin import StandIn
     with StandIn("cuda") as s:
         a = torch.randn(4, 4, device=s.device)
@@ -305,10 +310,12 @@ def test_the_learner_s_server_registers_the_stand_ins_autocast_kernels_and_its_c
     """The stand-ins' autocast kernels (grader/emulation/autocast.py) are the learner's server's, registered
     before it forks: a forked learner process's stand-in casts by CUDA's policy with them and registers none
     (each session registered ~200 and took them off again: 23 ms at a process's first, 2.5 ms each after).
-    The server also records the modules it holds, none of them the learner's (``preloaded_modules``)."""
+    The server also records the modules it holds, none of them the learner's (``preloaded_modules``), and asks
+    the processor's name once: a child's Hello starts no ``uname -p`` of its own."""
     proc = subprocess.run([sys.executable, "-c", KERNELS_THEN_FORK], capture_output=True, text=True, timeout=120,
                           check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.stdout.split() == ["server", "1", "True", "True", "child", "True", "True", "1"], proc.stderr[-2000:]
+    expected = ["server", "1", "True", "True", "hello", "True", "[]", "child", "True", "True", "1"]
+    assert proc.stdout.split() == expected, proc.stderr[-2000:]
 
 
 COLLECT_ONCE = """

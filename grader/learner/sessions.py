@@ -324,9 +324,16 @@ def before_forks() -> None:
     """What every learner process would otherwise do first, done once by the learner's fork server before it
     forks: the stand-ins' autocast kernels registered (on a key no op reaches until a stand-in's autocast is
     on, grader/emulation/autocast.py), and the modules it holds recorded as none of the learner's
-    (grader/emulation/patching.py ``preloaded_modules``)."""
+    (grader/emulation/patching.py ``preloaded_modules``); and the processor's name, which ``hello`` reports:
+    Python's ``platform.processor()`` runs ``uname -p`` in a subprocess at its first call (a process forked
+    and exec'd and waited for, 3-4 ms, in the learner process's start before its Hello: one ``uname`` per
+    learner in the machine's process accounting), and keeps the answer in the ``platform`` module, which the
+    children inherit — the same machine's answer, asked once."""
     kernels()
     preloaded_modules()
+    import platform
+
+    platform.processor()
 
 
 def open_session(request: OpenDevice, code: LearnerCode, gpu_share: float = 1.0) -> Session:
