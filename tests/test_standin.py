@@ -8,9 +8,12 @@ default device; and what differs on an Apple GPU (no float64, its own out-of-mem
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import inspect
 import io
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -19,7 +22,7 @@ import torch
 from torch import nn
 
 from grader.checks.ex2_timing.common import SMALLER, measured_interval
-from grader.emulation import autocast
+from grader.emulation import autocast, surface
 from grader.emulation.patching import LearnerCode
 from grader.emulation.standin import StandIn
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, CostModel
@@ -689,3 +692,21 @@ def test_a_stand_in_leaves_the_modules_it_patched_as_they_were(kind: str) -> Non
         # ended, and its release must not reach this build's C layer (grader/emulation/runtime.py).
         assert changed in ([], ["_mps_releaseEvent"]) and all(getattr(now[n], "tolerant", False) for n in changed), \
             (module.__name__, changed)
+
+
+def test_every_function_the_surface_decides_for_is_kept_off_its_fast_path() -> None:
+    """grader/emulation/surface.py: a call with no keyword argument goes straight to its function unless the
+    function is one of ``_handled()``. Each function ``Surface.__torch_function__`` compares ``func`` with (is,
+    in) must be one, or a case added there would never be reached by such a call (``x.to(device)``)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(surface.Surface.__torch_function__)))
+    compared: list[object] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "func":
+            for op, right in zip(node.ops, node.comparators, strict=True):
+                value = eval(ast.unparse(right), vars(surface))  # noqa: S307 - the grader's own source
+                if isinstance(op, ast.Is):
+                    compared.append(value)
+                elif isinstance(op, ast.In):
+                    compared.extend(value)
+    assert len(compared) > 20  # the surface's ten methods, the data and device constructors
+    assert [f for f in compared if f not in surface._handled()] == []

@@ -376,7 +376,7 @@ class StandIn:
             return func(*args, **kwargs)
         if op.cudnn and self.kind == "cuda":
             return self.run(*ops.CUDNN[func](*args, **kwargs))
-        if on_device and not op.transfer:
+        if on_device and not op.transfer and ("cpu" in places or "pinned" in places):  # (all on the device: none mix)
             self._check_mixing(op, args, inputs, places)
         if to_device is False and self._in_device_call():
             # C++ building a tensor from a device tensor's options (whose device is the real
@@ -434,9 +434,11 @@ class StandIn:
                 for t in outputs:
                     self._place(t, on_device=False)
             return
+        if self.kind == "mps":
+            for t in outputs:
+                self._check_dtype(t.dtype)
         new = 0
         for t in outputs:
-            self._check_dtype(t.dtype)
             new += self._place(t, on_device=True)
         if not new:
             return

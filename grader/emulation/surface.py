@@ -49,6 +49,21 @@ def _device_constructors() -> Any:
     return _device_constructors()
 
 
+# The properties whose answer is the stand-in's (``Surface._attribute``); every other one is the tensor's own.
+_PLACED = frozenset({"device", "is_cuda", "is_mps", "is_cpu"})
+
+
+@functools.cache
+def _handled() -> frozenset[Any]:
+    """The functions ``Surface.__torch_function__`` decides something for even when called with no keyword
+    argument: any other, called so, only runs inside a ``Call`` (checking each of ~15 cases in turn for every
+    op of a training was ~1 us of ~10 a call)."""
+    methods = (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda, torch.Tensor.get_device, torch.Tensor.__repr__,
+               torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.tolist, torch.Tensor.type,
+               torch.Tensor.type_as)
+    return frozenset({*_device_constructors(), *DATA_CONSTRUCTORS, *methods})
+
+
 def _default_device() -> torch.device | None:
     """The device torch.set_default_device (or ``with torch.device(...)``) made this thread's default,
     if any. Its mode sits at the bottom of the thread's mode stack, below this one: it has not yet
@@ -122,9 +137,17 @@ class Surface(LeavesFromUnder, TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         s = self.s
+        if getattr(func, "__name__", "") == "__get__":  # half the calls of a training: a tensor's property
+            prop = getattr(getattr(func, "__self__", None), "__name__", "")
+            return self._attribute(prop, func, args) if prop in _PLACED else func(*args)
+        if not kwargs and func not in _handled():  # most of the rest: an op on tensors, nothing to decide
+            contexts = s.contexts
+            contexts.append(Call(args, {}))
+            try:
+                return func(*args)
+            finally:
+                contexts.pop()
         kwargs = kwargs or {}
-        if getattr(func, "__name__", "") == "__get__":
-            return self._attribute(func, args)
         if kwargs.get("device") is None and func in _device_constructors():
             default = _default_device()
             if default is not None and default.type == s.kind:
@@ -179,8 +202,7 @@ class Surface(LeavesFromUnder, TorchFunctionMode):
         if error is not None:
             raise error
 
-    def _attribute(self, func: Any, args: tuple[Any, ...]) -> Any:
-        prop = getattr(getattr(func, "__self__", None), "__name__", "")
+    def _attribute(self, prop: str, func: Any, args: tuple[Any, ...]) -> Any:
         t = args[0]
         if prop == "device":
             return self.s.index0 if self.s.on_device(t) else func(*args)
