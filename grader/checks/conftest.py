@@ -40,8 +40,10 @@ def fresh_learner_state(pytestconfig: pytest.Config) -> Iterator[None]:
     yield
 
 
+# What is the same for every check of a judge process (its one learner process, its plan): set up once a
+# process, not once a check (pytest's setup and teardown of a fixture, 30-60 us, for each of ~36 checks).
 def _exercise_fixture(exercise: str) -> Any:
-    @pytest.fixture(name=exercise)
+    @pytest.fixture(name=exercise, scope="session")
     def learner_module(pytestconfig: pytest.Config) -> LearnerModule:
         start = _plugin(pytestconfig).plan.start
         return LearnerModule(_learner(pytestconfig), exercise, start.sources[exercise].module)
@@ -96,14 +98,14 @@ def machine(pytestconfig: pytest.Config) -> Callable[..., RemoteWorld]:
     return make
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def draw(pytestconfig: pytest.Config) -> Draw:
     """This grading's problems, drawn from the secret seed the grader gave the judge (never the
     learner process): sizes and values no earlier grading or neighbour's report can answer."""
     return Draw(_plugin(pytestconfig).plan.seed)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def hello(pytestconfig: pytest.Config) -> Any:
     """What the learner process found on this machine before any learner code ran."""
     return _learner(pytestconfig).hello
