@@ -42,11 +42,12 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
     """Grade the submission at ``path``; its processes start with ``launcher`` (grader/run/launch.py;
     by default ``grading_launcher``, isolated as this machine allows; a batch passes its fork servers).
     ``lanes``: how many of the course's lanes may run at once (grader/run/lanes.py; ``grader grade`` on a
-    machine with a free core, from ``launcher``'s warm servers; a batch grades learners side by side instead).
-    ``wall_clock_s``: the instructor's bound on this learner's whole grading (``--learner-timeout``),
-    instead of the course's ``limits.run_timeout_s``. ``seed``: the grading's secret, from which the
-    checks draw their problems (grader/reference/draws.py); None draws a new one here, from the
-    operating system, and the report says which, so that ``--seed`` regrades identically."""
+    machine with a free core, from ``launcher``'s warm servers; a batch grades learners side by side, and
+    only its last in lanes, grader/commands/batch.py ``_Tail``). ``wall_clock_s``: the instructor's bound on
+    this learner's whole grading (``--learner-timeout``), instead of the course's ``limits.run_timeout_s``.
+    ``seed``: the grading's secret, from which the checks draw their problems (grader/reference/draws.py);
+    None draws a new one here, from the operating system, and the report says which, so that ``--seed``
+    regrades identically."""
     if launcher is None:
         with grading_launcher(probe(), lanes) as own:
             return grade(path, course, device=device, lang=lang, visibility=visibility, exercises=exercises,

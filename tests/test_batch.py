@@ -9,17 +9,22 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from grader.commands.batch import _Tail
 from grader.run import reaper
-from grader.run.isolation import probe
-from tests.conftest import ROOT, SHARE, STUBS, Batched, copy_solutions, course_with, run_cli
+from grader.run.isolation import Isolation, probe
+from grader.run.launch import Child, Launcher, Spawn
+from grader.run.share import Share
+from grader.wire.messages import RequestedDevice
+from tests.conftest import ROOT, SHARE, STUBS, Batched, ForkLaunchers, copy_solutions, course_with, in_process, run_cli
 
 HEADER = ["learner", "ex1", "ex2", "ex3", "ex4", "ex5", "score", "max_score", "status", "submitted_as"]
 SYNTAX_ERROR = "import torch\n\ndef pick_device(:\n    return torch.device('cpu')\n"
@@ -334,3 +339,86 @@ def test_missing_submissions_folder_is_a_usage_error(tmp_path: Path) -> None:
     proc = run_cli("batch", str(tmp_path / "nowhere"), "-o", str(tmp_path / "out"))
     assert proc.returncode == 2
     assert "submissions folder not found" in proc.stderr
+
+
+def test_only_the_last_learner_to_start_once_one_ended_runs_in_lanes() -> None:
+    """grader/commands/batch.py ``_Tail``, on the clock it is given: the last learner to start runs in lanes
+    where the grading still under way has run a quarter of the mean grading, never beside one just begun."""
+    tail = _Tail(4, lanes=2)
+    first, second = tail.start(0.0), tail.start(0.0)  # two workers: the first two at once
+    assert (first[1], second[1]) == (1, 1)
+    tail.end(first[0], 1.0)  # a grading takes 1 s
+    assert tail.start(1.0)[1] == 1  # the third: another still waits
+    tail.end(second[0], 1.1)
+    assert tail.start(1.1)[1] == 1  # the last, beside the third begun 0.1 s ago: one lane
+    late = _Tail(3, lanes=2)
+    a, b = late.start(0.0), late.start(0.0)
+    late.end(a[0], 1.0)
+    late.end(b[0], 1.0)
+    assert late.start(1.0)[1] == 2  # nothing else under way: the last has both cores
+    mid = _Tail(3, lanes=2)
+    a, b = mid.start(0.0), mid.start(0.5)
+    mid.end(a[0], 1.0)
+    assert mid.start(1.0)[1] == 2  # beside one half done: lanes
+    pair = _Tail(2, lanes=2)
+    assert [pair.start(0.0)[1], pair.start(0.0)[1]] == [1, 1]  # no larger than its workers: none in lanes
+    alone = _Tail(2, lanes=1)  # a machine that allows one lane (one core, a GPU, exec'd processes)
+    alone.end(alone.start(0.0)[0], 1.0)
+    assert alone.start(1.0)[1] == 1
+
+
+class _Judges:
+    """The suite's launchers, counting the judges a batch starts: one a run, two for a learner in lanes."""
+
+    def __init__(self, inner: ForkLaunchers) -> None:
+        self.inner = inner
+        self.judges = 0
+        self._lock = threading.Lock()
+
+    def lanes(self, device: RequestedDevice, isolation: Isolation) -> int:
+        return self.inner.lanes(device, isolation)
+
+    def grading(self, isolation: Isolation, lanes: int) -> contextlib.AbstractContextManager[Launcher]:
+        return self.inner.grading(isolation, lanes)
+
+    @contextlib.contextmanager
+    def batch(self, fork: bool, share: Share, isolation: Isolation) -> Iterator[Launcher]:
+        with self.inner.batch(fork, share, isolation) as launcher:
+            yield _Counting(launcher, self)
+
+
+class _Counting:
+    def __init__(self, launcher: Launcher, judges: _Judges) -> None:
+        self.launcher, self.judges = launcher, judges
+        self.isolation = launcher.isolation
+
+    def prepare(self, spawn: Spawn) -> None:
+        self.launcher.prepare(spawn)
+
+    def start(self, spawn: Spawn) -> Child:
+        if spawn.role == "judge":
+            with self.judges._lock:
+                self.judges.judges += 1
+        return self.launcher.start(spawn)
+
+
+def test_a_class_s_last_learner_runs_in_lanes_with_the_same_verdicts(tmp_path: Path,
+                                                                        fork_launchers: ForkLaunchers) -> None:
+    """grader/commands/batch.py ``_Tail``: on one worker, the second of two learners starts once the first
+    ended, and runs the course's two lanes (two judges); on two workers, two learners start at once, each in
+    one lane. Every learner's verdicts are the reference's."""
+    isolation = probe()
+    if fork_launchers.lanes("auto", isolation) < 2:
+        pytest.skip("this machine runs one lane a grading (one core, a GPU, or learner processes exec'd)")
+    cls = tmp_path / "class"
+    for i in range(2):
+        copy_solutions(cls, f"learner{i}")
+    for workers, judges in (("1", 3), ("2", 2)):
+        counted = _Judges(fork_launchers)
+        out = tmp_path / f"out{workers}"
+        code, _, err = in_process(["batch", str(cls), "-o", str(out), "--workers", workers, "--lang", "en",
+                                   "--quiet"], counted)  # type: ignore[arg-type]
+        assert code == 0, err
+        assert counted.judges == judges
+        rows = gradebook(out)
+        assert [row["score"] for row in rows] == [row["max_score"] for row in rows] and len(rows) == 2
