@@ -169,8 +169,9 @@ class _Tail:
     once a learner has ended, where every learner still being graded is a quarter done or more.
 
     A grading keeps one core busy (its judge and learner process take turns). On 2 cores and 2 workers, one
-    worker idled at the class's end for up to a whole grading, half of one on average; in two lanes a
-    grading costs ~5 % more CPU for ~40 % less wall. But lanes beside a grading that has only begun share
+    worker may idle at the class's end for up to a whole grading (0.45 s of a 0.6 s grading in one class of 16
+    measured; identical learners mostly stay in step); in two lanes a grading costs ~5 % more CPU for ~40 %
+    less wall. But lanes beside a grading that has only begun share
     the cores three ways until the lanes end, and that grading then ends alone, later than the class would
     have without them (measured: 0.85 s instead of 0.6, the two last learners started 30 ms apart). With
     T a grading's wall and x what the other has left, lanes end the class about (T - x) / 2 sooner where x
