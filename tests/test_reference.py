@@ -305,7 +305,7 @@ def test_the_ops_walker_finds_pytrees_tensors_in_pytrees_order_at_any_depth() ->
 def test_a_recipe_s_parts_are_made_on_the_host_as_outside_any_session_and_moved_as_the_learner_moves_them(
         request_: OpenDevice) -> None:
     """The learner process makes a recipe's parts with the session's modes off (grader/reference/problems.py
-    ``_on_the_host``): the same weights and batches as the judge's outside any session; ex5's stay CPU tensors
+    ``modes.off``): the same weights and batches as the judge's outside any session; ex5's stay CPU tensors
     as the session sees them, with no event of the build's ops (through the modes, the old way, the same tensors
     and an event no check reads); ex4's then go to the device with the modes on, each a transfer."""
     args = list(small(Draw(7)))

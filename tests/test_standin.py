@@ -527,7 +527,6 @@ def test_16_bit_products_are_computed_as_a_gpu_computes_them(kind: str, dtype: t
     assert grad.dtype == torch.float32 and torch.allclose(grad, torch.ones(64, 32) @ b.T, rtol=1e-2, atol=1e-2)
 
 
-
 def test_autocast_kernels_are_registered_once_a_process_and_reached_only_from_a_stand_in_s_autocast() -> None:
     """The stand-ins' autocast kernels sit on a spare autocast key, registered once (grader/emulation/autocast.py
     ``kernels``): no session registers or removes a kernel, the key is in a thread's dispatch keys only while a

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from grader.emulation import ops
 from grader.emulation.autocast import DeviceAutocast, kernels
@@ -59,6 +59,7 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patc
 from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
 from grader.emulation.storages import device_storages
 from grader.emulation.surface import Call, Surface, device_type_name
+from grader.reference import modes
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, TOTAL_MEMORY, CostModel
 from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, tensors
 from grader.reference.modes import LeavesFromUnder
@@ -234,7 +235,7 @@ class StandIn:
 
     def adopt(self, t: torch.Tensor) -> torch.Tensor:
         """A tensor the judge sent, created on the device (no transfer is recorded)."""
-        with torch._C.DisableTorchFunction(), _disable_current_modes():
+        with modes.off():
             placed = t.detach().clone().requires_grad_(t.requires_grad)
         self._place(placed, on_device=True)
         return placed
@@ -544,7 +545,7 @@ class StandIn:
     # -- the device's side of the API -----------------------------------------------------------
     def synchronize(self) -> None:
         self.timeline.synchronize()
-        with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
+        with modes.off(), torch.no_grad():
             for host, landed in self._pending:
                 host.copy_(landed)
         self._pending.clear()
@@ -552,7 +553,7 @@ class StandIn:
 
     def replay(self, records: list[tuple[Any, Any, Any, Any]]) -> None:
         """A captured CUDA graph's ops again, on the very tensors they read and wrote."""
-        with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
+        with modes.off(), torch.no_grad():
             for func, args, kwargs, out in records:
                 again = self.run(func, args, kwargs)
                 if func.is_view:

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
 from grader.emulation.autocast import kernels
 from grader.emulation.clocks import RecordedClocks, held_as_default
@@ -33,6 +32,7 @@ from grader.emulation.patching import (
     preloaded_modules,
 )
 from grader.emulation.standin import Kind, StandIn
+from grader.reference import modes
 from grader.reference.device import CostModel
 from grader.reference.meter import MemoryMeter
 from grader.wire.messages import CudaFacts, DeviceKind, DeviceMode, Event, EventKind, Hello, OpenDevice, RequestedDevice
@@ -85,7 +85,7 @@ def place(tensor: torch.Tensor, device: torch.device, standin: StandIn | None) -
         return tensor
     if standin is not None:
         return standin.adopt(tensor)
-    with torch._C.DisableTorchFunction(), _disable_current_modes():
+    with modes.off():
         return tensor.detach().to(device).requires_grad_(tensor.requires_grad)
 
 
@@ -267,7 +267,7 @@ class RealSession(Watched):
         """
         numel = chunk_bytes // 4
         held: list[torch.Tensor] = []
-        with torch._C.DisableTorchFunction(), _disable_current_modes():
+        with modes.off():
             try:
                 while len(held) < 10_000:
                     held.append(torch.empty(numel, dtype=torch.float32, device=self.device))

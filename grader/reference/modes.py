@@ -19,9 +19,10 @@ left as it is. Runs in both processes (the judge meters its reference with Memor
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,15 @@ TORCH_STACK_GENERATORS = frozenset(code for code in (
 TORCH_STACK_CODE = TORCH_STACK_GENERATORS | frozenset(code for code in (
     _code(torch.overrides, "_push_mode"), _code(torch.overrides, "_pop_mode"),
     _code(_python_dispatch, "_push_mode"), _code(_python_dispatch, "_pop_mode")) if code is not None)
+
+
+@contextlib.contextmanager
+def off() -> Iterator[None]:
+    """The grader's own tensor work with no mode on, as outside any session: no torch-function mode (a
+    stand-in's surface, a learner's) and no dispatch mode (a stand-in's, the observer's, a meter, a learner's).
+    (grader/wire/values.py, a layer below this one, turns both off the same way.)"""
+    with torch._C.DisableTorchFunction(), _python_dispatch._disable_current_modes():
+        yield
 
 
 def leave_from_under(mode: Any, exit_on_top: Callable[[], Any]) -> None:

@@ -10,10 +10,9 @@ the model's state (its parameters, and the device they ended on) for the judge t
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +20,8 @@ import torch
 from torch import nn
 from torch.optim.adam import adam
 from torch.optim.sgd import sgd
-from torch.utils._python_dispatch import _disable_current_modes
 
+from grader.reference import modes
 from grader.wire.messages import RecipeName
 from grader.wire.values import encode_tensor
 
@@ -197,28 +196,22 @@ def ex5_training_fp32(model: nn.Module, inputs: torch.Tensor, targets: torch.Ten
     return Fp32Training(tuple(losses), tuple(p.detach() for p in model.parameters()))
 
 
-@contextlib.contextmanager
-def _on_the_host() -> Iterator[None]:
-    """The grader's own code making a recipe's parts on the CPU, in the learner process, with the session's modes
-    off (a stand-in's or an observer's dispatch, a stand-in's surface), as outside any session: through them
-    each op of a model's initialization was classified, placed and accounted, for CPU tensors no check's events
-    read (ex5's problem: 0.79 ms a build in a stand-in, 0.20 without; 13 builds a batch learner)."""
-    with torch._C.DisableTorchFunction(), _disable_current_modes():
-        yield
-
-
 def _ex4_parts(args: list[Any], device: torch.device) -> tuple[Any, ...]:
     """Model, inputs, targets on the device; an SGD optimizer. ``args``: the problem's seed, if any. Made on
-    the host, then moved with the session's modes on: the device's transfers, as the learner's code would."""
-    with _on_the_host():
+    the host with the session's modes off (``_ex5_parts``), then moved with them on: the device's transfers,
+    as the learner's code would."""
+    with modes.off():
         model, inputs, targets = ex4_problem(torch.device("cpu"), *[int(a) for a in args[:1]])
     model, inputs, targets = model.to(device), inputs.to(device), targets.to(device)
     return model, inputs, targets, ex4_optimizer(model)
 
 
 def _ex5_parts(args: list[Any], device: torch.device) -> tuple[Any, ...]:
-    """Model, inputs, targets on the CPU: the learner's loop moves them."""
-    with _on_the_host():
+    """Model, inputs, targets on the CPU: the learner's loop moves them. Made with the session's modes off
+    (``modes.off``), as outside any session: through them each op of a model's initialization was classified,
+    placed and accounted, for CPU tensors no check's events read (0.79 ms a build in a stand-in, 0.20 without;
+    13 builds a batch learner)."""
+    with modes.off():
         return ex5_problem(*args)
 
 
