@@ -581,6 +581,33 @@ def test_a_machine_that_cannot_filter_still_sandboxes_and_says_the_keyrings_are_
     assert proc.returncode == 0, proc.stderr
 
 
+def test_a_runs_cgroup_counts_each_refused_fork_as_it_happens() -> None:
+    """``RunCgroup.limit_hits`` reads pids.events through an fd it holds: each read must see the count as it
+    is then (read from the file's start, not where the last read ended). A process in a cgroup of one task
+    tries to fork twice; the kernel refuses both, and the count read before (0) then reads 2."""
+    from grader.run.cgroups import RunCgroup, hierarchy
+
+    pids = hierarchy()
+    if not pids:
+        pytest.skip("no pids cgroup here (not root): the grader counts processes by their tree")
+    cgroup = RunCgroup(pids, 1)
+    fds = cgroup.procs_fds()
+    try:
+        assert cgroup.limit_hits() == 0
+        forks = ("import os, sys\nos.write(int(sys.argv[1]), str(os.getpid()).encode())\nrefused = 0\n"
+                 "for _ in range(2):\n    try:\n        pid = os.fork()\n    except OSError:\n        refused += 1\n"
+                 "    else:\n        os._exit(0) if pid == 0 else os.waitpid(pid, 0)\nsys.exit(refused)")
+        proc = subprocess.run([sys.executable, "-S", "-c", forks, str(fds[0])], pass_fds=fds, timeout=60, check=False)
+        assert proc.returncode == 2
+        assert cgroup.limit_hits() == 2
+        assert cgroup.limit_hits() == 2
+    finally:
+        for fd in fds:
+            os.close(fd)
+        cgroup.remove()
+    assert cgroup.limit_hits() == 0  # removed: nothing to read, and no fd left open
+
+
 class _Refusals:
     """A run's pids cgroup, as ``limited`` reads it: how many forks the kernel refused so far."""
 

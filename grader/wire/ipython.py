@@ -129,6 +129,13 @@ class LexState:
         return self.quote is None and self.depth == 0 and not self.continued
 
 
+# What ``scan`` stops at: outside a string, a comment, a quote or a bracket; inside one, a backslash or
+# the string's quote character. Everything between is skipped in one regex search (a character at a time
+# in Python was four fifths of loading a submission: 18 us a line, 2026-12-06).
+_CODE_STOPS = re.compile(r"""[#'"()\[\]{}]""")
+_STRING_STOPS = {"'": re.compile(r"[\\']"), '"': re.compile(r'[\\"]')}
+
+
 def scan(line: str, state: LexState) -> LexState:
     """Just enough of Python's tokenizer to know whether the next line starts a statement.
 
@@ -139,9 +146,12 @@ def scan(line: str, state: LexState) -> LexState:
     code_end = len(line)
     i = 0
     while i < len(line):
-        char = line[i]
         if quote is not None:
-            if char == "\\":
+            stop = _STRING_STOPS[quote[0]].search(line, i)
+            if stop is None:
+                break
+            i = stop.start()
+            if line[i] == "\\":
                 i += 2  # an escaped character, the quote included, never ends the string
             elif line.startswith(quote, i):
                 i += len(quote)
@@ -149,6 +159,11 @@ def scan(line: str, state: LexState) -> LexState:
             else:
                 i += 1
             continue
+        stop = _CODE_STOPS.search(line, i)
+        if stop is None:
+            break
+        i = stop.start()
+        char = line[i]
         if char == "#":
             code_end = i
             break
@@ -158,7 +173,7 @@ def scan(line: str, state: LexState) -> LexState:
             continue
         if char in "([{":
             depth += 1
-        elif char in ")]}":
+        else:
             depth = max(0, depth - 1)
         i += 1
     ends_with_backslash = code_end == len(line) and line.endswith("\\")
