@@ -605,7 +605,7 @@ def test_a_runs_cgroup_counts_each_refused_fork_as_it_happens() -> None:
         for fd in fds:
             os.close(fd)
         cgroup.remove()
-    assert cgroup.limit_hits() == 0  # removed: nothing to read, and no fd left open
+    assert cgroup.limit_hits() == 0  # removed (its fd closed): it reads nothing
 
 
 class _Refusals:
