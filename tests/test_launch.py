@@ -6,6 +6,7 @@ Forked processes themselves are tested end to end in tests/test_hostile.py (``ba
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -57,6 +58,48 @@ def test_forked_and_execd_processes_grade_alike(tmp_path: Path) -> None:
     assert [(c.id, c.status) for ex in by_fork.exercises for c in ex.checks] == [
         (c.id, c.status) for ex in by_exec.exercises for c in ex.checks]
     assert by_fork.score == by_exec.score == 40.0
+
+
+class _JudgeCannotStart:
+    """A launcher whose judge process cannot be started (the machine out of processes), after the learner's was."""
+
+    def __init__(self, inner: launch.Launcher) -> None:
+        self.inner, self.isolation = inner, inner.isolation
+        self.learners: list[launch.Child] = []
+
+    def prepare(self, spawn: launch.Spawn) -> None:
+        self.inner.prepare(spawn)
+
+    def start(self, spawn: launch.Spawn) -> launch.Child:
+        if spawn.role == "judge":
+            raise OSError(11, "Resource temporarily unavailable")
+        child = self.inner.start(spawn)
+        self.learners.append(child)
+        return child
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["execd", "forked"])
+def test_a_run_whose_judge_cannot_start_leaves_nothing_behind(tmp_path: Path, forked: bool) -> None:
+    """grader/run/sandbox.py ``spawn``: the error reaches the caller (a batch makes it that learner's grader
+    error row), and nothing of the run outlives it — the learner process already started is gone, and so
+    is the run's cgroup (once, each such run left a cgroup, an open pipe and a learner process waiting)."""
+    isolation = probe()
+    cgroups = [Path(h) for h in {isolation.cgroups, isolation.memory_cgroups} if h]
+    mine = f"run-{os.getpid()}-"
+
+    def runs_left() -> list[str]:
+        return sorted(p.name for h in cgroups for p in h.iterdir() if p.name.startswith(mine))
+
+    before = runs_left()
+    submission = copy_solutions(tmp_path, "ann", only=("ex1",))
+    with (launch.ForkLauncher(isolation=isolation) if forked
+          else contextlib.nullcontext(launch.ExecLauncher(isolation=isolation))) as inner:
+        launcher = _JudgeCannotStart(inner)
+        with pytest.raises(OSError, match="temporarily unavailable"):
+            grade(submission, load_course(), device="cpu", lang="en", exercises=["ex1"], launcher=launcher)
+        [learner] = launcher.learners
+        assert learner.poll() is not None, "the learner process outlived its run"
+    assert runs_left() == before
 
 
 def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_own_end() -> None:

@@ -204,6 +204,15 @@ def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _end_learner(learner: Child, token: str) -> None:
+    """Kill the learner process and everything it started (the run's cgroup, where it has one, is removed
+    after this, which kills what is left in it)."""
+    if token:
+        kill_everything(learner.pid, token)
+    elif learner.host_pid:
+        kill_tree(learner.pid)  # the sandbox's own process, with its init (a root server's child has a cgroup)
+
+
 class _Runner:
     def __init__(self, workdir: Path, sources: Mapping[str, Source], checks: list[CheckSpec],  # noqa: PLR0917
                  device: RequestedDevice, limits: Limits, launcher: Launcher, seed: int = 0,
@@ -287,6 +296,7 @@ class _Runner:
                             self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
         cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
         events_fds = cgroup.events_fds() if cgroup is not None else ()
+        learner: Child | None = None
         try:
             judge_spawn = Spawn("judge", {**base, **JUDGE_THREADS, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
                                 (write_fd, judge_end.fileno(), *events_fds), self.limits)
@@ -295,6 +305,19 @@ class _Runner:
                                                 self.limits, self.device, cgroup_fds))
             learner.stdin.close()
             judge = self.launcher.start(judge_spawn)
+        except BaseException:
+            # A process that could not start (the machine out of processes or memory): nothing of the run
+            # outlives the error — the learner process already started, the run's cgroup, the channel.
+            if learner is not None:
+                _end_learner(learner, token)
+            if cgroup is not None:
+                cgroup.remove()
+            if learner is not None:
+                with contextlib.suppress(Exception):
+                    learner.wait(timeout=LEARNER_EXIT_WAIT_S)
+                learner.stdout.close()
+            os.close(read_fd)
+            raise
         finally:
             learner_end.close()
             judge_end.close()
@@ -369,10 +392,7 @@ class _Runner:
         learner_exit = pair.learner.poll()
         if pair.cgroup is not None:
             pair.cgroup.kill()  # every process and thread of the run, wherever it went
-        if pair.token:
-            kill_everything(pair.learner.pid, pair.token)
-        elif pair.learner.host_pid:
-            kill_tree(pair.learner.pid)  # the sandbox's own process, with its init (a root server's child has a cgroup)
+        _end_learner(pair.learner, pair.token)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pair.judge.pid, signal.SIGKILL)
         pair.learner.wait()
