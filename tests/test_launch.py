@@ -102,6 +102,30 @@ def test_a_run_whose_judge_cannot_start_leaves_nothing_behind(tmp_path: Path, fo
     assert runs_left() == before
 
 
+def test_a_run_whose_cgroup_cannot_be_joined_leaves_no_cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same where the run's cgroup was made but its ``cgroup.procs`` cannot be opened: no process starts,
+    and the cgroup is removed."""
+    from grader.run.cgroups import RunCgroup
+
+    isolation = probe()
+    if not isolation.cgroups:
+        pytest.skip("no cgroups here (not root)")
+    mine = f"run-{os.getpid()}-"
+    hierarchies = [Path(h) for h in {isolation.cgroups, isolation.memory_cgroups} if h]
+    before = sorted(p.name for h in hierarchies for p in h.iterdir() if p.name.startswith(mine))
+
+    def refused(self: RunCgroup) -> tuple[int, ...]:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(RunCgroup, "procs_fds", refused)
+    launcher = _JudgeCannotStart(launch.ExecLauncher(isolation=isolation))
+    with pytest.raises(OSError, match="Too many open files"):
+        grade(copy_solutions(tmp_path, "ann", only=("ex1",)), load_course(), device="cpu", lang="en",
+              exercises=["ex1"], launcher=launcher)
+    assert launcher.learners == []
+    assert sorted(p.name for h in hierarchies for p in h.iterdir() if p.name.startswith(mine)) == before
+
+
 def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_own_end() -> None:
     """A batch's workers share one server a role (grader/spawn/forkserver.py ``serve``): two learner
     processes forked from it live at once; each learns its own exit (by pid), whichever ends first."""

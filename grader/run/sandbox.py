@@ -294,10 +294,12 @@ class _Runner:
                        **({"CUDA_VISIBLE_DEVICES": ""} if self.device == "cpu" else {})}
         cgroup = (RunCgroup(self.isolation.cgroups, task_limit(self.limits), self.isolation.memory_cgroups,
                             self.limits.memory_mb * MiB) if self.isolation.cgroups else None)
-        cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
-        events_fds = cgroup.events_fds() if cgroup is not None else ()
+        cgroup_fds: tuple[int, ...] = ()
+        events_fds: tuple[int, ...] = ()
         learner: Child | None = None
         try:
+            cgroup_fds = cgroup.procs_fds() if cgroup is not None else ()
+            events_fds = cgroup.events_fds() if cgroup is not None else ()
             judge_spawn = Spawn("judge", {**base, **JUDGE_THREADS, "CUDA_VISIBLE_DEVICES": ""}, tempfile.gettempdir(),
                                 (write_fd, judge_end.fileno(), *events_fds), self.limits)
             self.launcher.prepare(judge_spawn)  # a fork server's imports, beside the learner's start
