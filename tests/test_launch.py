@@ -23,7 +23,7 @@ import pytest
 from grader.course import load_course
 from grader.grading import grade
 from grader.run import launch, reaper
-from grader.run.isolation import PASSED_ENV, probe
+from grader.run.isolation import PASSED_ENV, Isolation, probe
 from grader.run.sandbox import base_env
 from grader.run.share import THREAD_VARS, WHOLE, learner_waits, machine_share
 from grader.wire.codec import decode, encode
@@ -78,19 +78,20 @@ class _JudgeCannotStart:
         return child
 
 
+def _runs_left(isolation: Isolation) -> list[str]:
+    """The run cgroups this process made that are still there (none where there are no cgroups)."""
+    mine = f"run-{os.getpid()}-"
+    hierarchies = [Path(h) for h in {isolation.cgroups, isolation.memory_cgroups} if h]
+    return sorted(p.name for h in hierarchies for p in h.iterdir() if p.name.startswith(mine))
+
+
 @pytest.mark.parametrize("forked", [False, True], ids=["execd", "forked"])
 def test_a_run_whose_judge_cannot_start_leaves_nothing_behind(tmp_path: Path, forked: bool) -> None:
     """grader/run/sandbox.py ``spawn``: the error reaches the caller (a batch makes it that learner's grader
     error row), and nothing of the run outlives it — the learner process already started is gone, and so
     is the run's cgroup (once, each such run left a cgroup, an open pipe and a learner process waiting)."""
     isolation = probe()
-    cgroups = [Path(h) for h in {isolation.cgroups, isolation.memory_cgroups} if h]
-    mine = f"run-{os.getpid()}-"
-
-    def runs_left() -> list[str]:
-        return sorted(p.name for h in cgroups for p in h.iterdir() if p.name.startswith(mine))
-
-    before = runs_left()
+    before = _runs_left(isolation)
     submission = copy_solutions(tmp_path, "ann", only=("ex1",))
     with (launch.ForkLauncher(isolation=isolation) if forked
           else contextlib.nullcontext(launch.ExecLauncher(isolation=isolation))) as inner:
@@ -99,7 +100,7 @@ def test_a_run_whose_judge_cannot_start_leaves_nothing_behind(tmp_path: Path, fo
             grade(submission, load_course(), device="cpu", lang="en", exercises=["ex1"], launcher=launcher)
         [learner] = launcher.learners
         assert learner.poll() is not None, "the learner process outlived its run"
-    assert runs_left() == before
+    assert _runs_left(isolation) == before
 
 
 def test_a_run_whose_cgroup_cannot_be_joined_leaves_no_cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,9 +111,7 @@ def test_a_run_whose_cgroup_cannot_be_joined_leaves_no_cgroup(tmp_path: Path, mo
     isolation = probe()
     if not isolation.cgroups:
         pytest.skip("no cgroups here (not root)")
-    mine = f"run-{os.getpid()}-"
-    hierarchies = [Path(h) for h in {isolation.cgroups, isolation.memory_cgroups} if h]
-    before = sorted(p.name for h in hierarchies for p in h.iterdir() if p.name.startswith(mine))
+    before = _runs_left(isolation)
 
     def refused(self: RunCgroup) -> tuple[int, ...]:
         raise OSError(24, "Too many open files")
@@ -123,7 +122,7 @@ def test_a_run_whose_cgroup_cannot_be_joined_leaves_no_cgroup(tmp_path: Path, mo
         grade(copy_solutions(tmp_path, "ann", only=("ex1",)), load_course(), device="cpu", lang="en",
               exercises=["ex1"], launcher=launcher)
     assert launcher.learners == []
-    assert sorted(p.name for h in hierarchies for p in h.iterdir() if p.name.startswith(mine)) == before
+    assert _runs_left(isolation) == before
 
 
 def test_one_server_forks_the_runs_of_every_worker_at_once_and_tells_each_its_own_end() -> None:

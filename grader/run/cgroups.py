@@ -87,7 +87,10 @@ class RunCgroup:
         self.path = Path(hierarchy) / name
         self.path.mkdir()
         (self.path / "pids.max").write_text(str(max_tasks))
-        self._events: int | None = None  # pids.events, held open for ``limit_hits`` (-1: it cannot be)
+        try:  # pids.events, held open for ``limit_hits`` (-1: it cannot be)
+            self._events = os.open(self.path / "pids.events", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._events = -1
         self.memory: Path | None = None
         if memory:
             self.memory = Path(memory) / name
@@ -133,11 +136,6 @@ class RunCgroup:
         """How many forks (or threads) the kernel refused so far. Read ~40 times a grading (as each check
         begins and ends, and while the grader waits): through an fd held open and read from its start,
         1 us where opening the file each time took 30-100 us (a third of them with the machine busy)."""
-        if self._events is None:
-            try:
-                self._events = os.open(self.path / "pids.events", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                self._events = -1
         try:
             events = os.pread(self._events, 4096, 0).decode() if self._events >= 0 else ""
         except OSError:
@@ -167,7 +165,7 @@ class RunCgroup:
             time.sleep(0.02)
 
     def remove(self) -> None:
-        if self._events is not None and self._events >= 0:
+        if self._events >= 0:
             os.close(self._events)
         self._events = -1
         self.kill()
