@@ -176,5 +176,6 @@ class RunCgroup:
                     break
                 except FileNotFoundError:
                     break
-                except OSError:
+                except OSError:  # busy: a process that joined it after the kill (a forked one joins by itself)
                     time.sleep(0.02)
+                    self.kill()
