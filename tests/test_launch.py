@@ -24,11 +24,11 @@ from grader.course import load_course
 from grader.grading import grade
 from grader.run import launch, reaper
 from grader.run.isolation import PASSED_ENV, Isolation, probe
-from grader.run.sandbox import base_env
+from grader.run.sandbox import LEARNER_EXIT_WAIT_S, base_env
 from grader.run.share import THREAD_VARS, WHOLE, learner_waits, machine_share
 from grader.wire.codec import decode, encode
 from grader.wire.messages import ForkRequest, Limits
-from tests.conftest import ROOT, copy_solutions
+from tests.conftest import ROOT, copy_solutions, course_with
 
 
 def test_a_server_that_cannot_start_leaves_the_processes_to_exec(tmp_path: Path,
@@ -101,6 +101,78 @@ def test_a_run_whose_judge_cannot_start_leaves_nothing_behind(tmp_path: Path, fo
         [learner] = launcher.learners
         assert learner.poll() is not None, "the learner process outlived its run"
     assert _runs_left(isolation) == before
+
+
+class _WaitsRecorded:
+    """A run's child whose ``wait`` calls are recorded (the rest is the real child's)."""
+
+    def __init__(self, inner: launch.Child) -> None:
+        self.inner = inner
+        self.timeouts: list[float | None] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.timeouts.append(timeout)
+        return self.inner.wait(timeout)
+
+
+class _LearnersRecorded:
+    """A launcher whose learner processes' waits are recorded."""
+
+    def __init__(self, inner: launch.Launcher) -> None:
+        self.inner, self.isolation = inner, inner.isolation
+        self.learners: list[_WaitsRecorded] = []
+
+    def prepare(self, spawn: launch.Spawn) -> None:
+        self.inner.prepare(spawn)
+
+    def start(self, spawn: launch.Spawn) -> launch.Child:
+        child = self.inner.start(spawn)
+        if spawn.role != "learner":
+            return child
+        self.learners.append(_WaitsRecorded(child))
+        return self.learners[-1]  # type: ignore[return-value]
+
+
+SWALLOWS_ITS_LIMIT = """
+def time_matmul(n, device, repeats=5):
+    while True:
+        try:
+            while True:
+                pass
+        except:  # noqa: E722 - its limit too: the learner process cannot stop the call
+            pass
+"""
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["execd", "forked"])
+def test_a_learner_process_the_judge_gave_up_on_is_ended_without_waiting_for_its_exit(tmp_path: Path,
+                                                                                       forked: bool) -> None:
+    """A call whose bare ``except`` swallows the learner process's own limit runs on past the check's time;
+    the judge gives up on it at its backstop (``LearnerLost("stuck")``), and the grader ends that process at
+    once: it waited LEARNER_EXIT_WAIT_S (5 s) for an exit that such a process never makes, a hang's grading
+    38.8 s instead of 34 (benchmarks/targets.py, target 3). The next run's learner process, which ends when
+    its judge is done, is still waited for (its exit status says how it ended). Red when the stuck one is
+    waited for too."""
+    ex2 = (ROOT / "solutions" / "ex2_timing.py").read_text(encoding="utf-8") + SWALLOWS_ITS_LIMIT
+    submission = copy_solutions(tmp_path, "ann", only=())
+    (submission / "ex2_timing.py").write_text(ex2, encoding="utf-8")
+    course = load_course(course_with(tmp_path, {"check_timeout_s: 30": "check_timeout_s: 2"}))
+    with contextlib.ExitStack() as stack:
+        inner = stack.enter_context(launch.ForkLauncher()) if forked else launch.ExecLauncher()
+        launcher = _LearnersRecorded(inner)
+        report = grade(submission, course, device="cpu", lang="en", exercises=["ex2"], launcher=launcher)
+    checks = {c.id: c for ex in report.exercises for c in ex.checks}
+    timed = checks.pop("ex2.time_matmul_returns_seconds")
+    assert timed.status == "timeout" and "ran past its time limit" in timed.message, timed
+    assert checks.pop("ex2.small_n_answer").status == "passed"
+    assert all(c.status == "timeout" and "already ran past" in c.message for c in checks.values()), checks
+    stuck, *later = launcher.learners
+    assert all(timeout is None for timeout in stuck.timeouts), stuck.timeouts  # killed, then reaped
+    assert later and all(LEARNER_EXIT_WAIT_S in learner.timeouts for learner in later), \
+        [learner.timeouts for learner in later]
 
 
 def test_a_run_whose_cgroup_cannot_be_joined_leaves_no_cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -151,7 +151,7 @@ class JudgePlugin:
         """The learner process is gone: tell the grader, which settles the running check, and end."""
         if gone.reason == "stuck" and self.learner.in_flight:
             self.send(FunctionTimedOut(self.learner.in_flight))
-        self.send(LearnerLost("ended" if gone.reason == "stuck" else gone.reason, gone.detail[:200]))
+        self.send(LearnerLost(gone.reason, gone.detail[:200]))
         sys.stdout.flush()
         os._exit(0)
 

@@ -20,7 +20,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -50,10 +50,6 @@ from grader.wire.messages import (
 )
 from grader.wire.values import DEVICE_ATTR, decode_value, device_of, encode_value, reference
 
-# Why a check lost the learner process: the judge's reasons (LostReason), or it did not answer
-# within the check's time: stuck, and of no more use.
-GoneReason = Literal[LostReason, "stuck"]
-
 
 class OpenSession(Protocol):
     """What a call's answer tells the innermost open device session (grader/judge/devices.py
@@ -68,7 +64,7 @@ class LearnerGone(BaseException):  # noqa: N818 - not an error of the check's: t
     """The learner process ended, stopped answering or broke the protocol. A BaseException: no
     check's ``except`` catches it."""
 
-    def __init__(self, reason: GoneReason, detail: str = "") -> None:
+    def __init__(self, reason: LostReason, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail

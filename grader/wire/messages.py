@@ -73,8 +73,10 @@ GraderFailureKind = Literal["checks_not_loaded", "child_start_failed", "pytest_f
 # The objects a check can have built in the learner process (grader/reference/problems.py).
 RecipeName = Literal["ex4.problem", "ex5.problem", "loss.cross_entropy", "loss.breaks_once"]
 QueryKind = Literal["live_bytes", "fill_capacity", "inspect"]
-# Why the judge lost the learner process: it ended (or stopped answering), or it sent what is not a message.
-LostReason = Literal["ended", "broke_protocol"]
+# Why the judge lost the learner process: it ended; it did not answer a call within the check's time and
+# still runs (stuck: the judge gave up on it, and the grader ends it at once, waiting for no exit of its own);
+# it sent what is not a message.
+LostReason = Literal["ended", "stuck", "broke_protocol"]
 
 
 def one_of(value: object, choices: tuple[T, ...], what: str) -> T:
