@@ -60,49 +60,6 @@ def test_forked_and_execd_processes_grade_alike(tmp_path: Path) -> None:
     assert by_fork.score == by_exec.score == 40.0
 
 
-class _JudgeCannotStart:
-    """A launcher whose judge process cannot be started (the machine out of processes), after the learner's was."""
-
-    def __init__(self, inner: launch.Launcher) -> None:
-        self.inner, self.isolation = inner, inner.isolation
-        self.learners: list[launch.Child] = []
-
-    def prepare(self, spawn: launch.Spawn) -> None:
-        self.inner.prepare(spawn)
-
-    def start(self, spawn: launch.Spawn) -> launch.Child:
-        if spawn.role == "judge":
-            raise OSError(11, "Resource temporarily unavailable")
-        child = self.inner.start(spawn)
-        self.learners.append(child)
-        return child
-
-
-def _runs_left(isolation: Isolation) -> list[str]:
-    """The run cgroups this process made that are still there (none where there are no cgroups)."""
-    mine = f"run-{os.getpid()}-"
-    hierarchies = [Path(h) for h in {isolation.cgroups, isolation.memory_cgroups} if h]
-    return sorted(p.name for h in hierarchies for p in h.iterdir() if p.name.startswith(mine))
-
-
-@pytest.mark.parametrize("forked", [False, True], ids=["execd", "forked"])
-def test_a_run_whose_judge_cannot_start_leaves_nothing_behind(tmp_path: Path, forked: bool) -> None:
-    """grader/run/sandbox.py ``spawn``: the error reaches the caller (a batch makes it that learner's grader
-    error row), and nothing of the run outlives it — the learner process already started is gone, and so
-    is the run's cgroup (once, each such run left a cgroup, an open pipe and a learner process waiting)."""
-    isolation = probe()
-    before = _runs_left(isolation)
-    submission = copy_solutions(tmp_path, "ann", only=("ex1",))
-    with (launch.ForkLauncher(isolation=isolation) if forked
-          else contextlib.nullcontext(launch.ExecLauncher(isolation=isolation))) as inner:
-        launcher = _JudgeCannotStart(inner)
-        with pytest.raises(OSError, match="temporarily unavailable"):
-            grade(submission, load_course(), device="cpu", lang="en", exercises=["ex1"], launcher=launcher)
-        [learner] = launcher.learners
-        assert learner.poll() is not None, "the learner process outlived its run"
-    assert _runs_left(isolation) == before
-
-
 class _WaitsRecorded:
     """A run's child whose ``wait`` calls are recorded (the rest is the real child's)."""
 
@@ -134,6 +91,40 @@ class _LearnersRecorded:
             return child
         self.learners.append(_WaitsRecorded(child))
         return self.learners[-1]  # type: ignore[return-value]
+
+
+class _JudgeCannotStart(_LearnersRecorded):
+    """A launcher whose judge process cannot be started (the machine out of processes), after the learner's was."""
+
+    def start(self, spawn: launch.Spawn) -> launch.Child:
+        if spawn.role == "judge":
+            raise OSError(11, "Resource temporarily unavailable")
+        return super().start(spawn)
+
+
+def _runs_left(isolation: Isolation) -> list[str]:
+    """The run cgroups this process made that are still there (none where there are no cgroups)."""
+    mine = f"run-{os.getpid()}-"
+    hierarchies = [Path(h) for h in {isolation.cgroups, isolation.memory_cgroups} if h]
+    return sorted(p.name for h in hierarchies for p in h.iterdir() if p.name.startswith(mine))
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["execd", "forked"])
+def test_a_run_whose_judge_cannot_start_leaves_nothing_behind(tmp_path: Path, forked: bool) -> None:
+    """grader/run/sandbox.py ``spawn``: the error reaches the caller (a batch makes it that learner's grader
+    error row), and nothing of the run outlives it — the learner process already started is gone, and so
+    is the run's cgroup (once, each such run left a cgroup, an open pipe and a learner process waiting)."""
+    isolation = probe()
+    before = _runs_left(isolation)
+    submission = copy_solutions(tmp_path, "ann", only=("ex1",))
+    with (launch.ForkLauncher(isolation=isolation) if forked
+          else contextlib.nullcontext(launch.ExecLauncher(isolation=isolation))) as inner:
+        launcher = _JudgeCannotStart(inner)
+        with pytest.raises(OSError, match="temporarily unavailable"):
+            grade(submission, load_course(), device="cpu", lang="en", exercises=["ex1"], launcher=launcher)
+        [learner] = launcher.learners
+        assert learner.poll() is not None, "the learner process outlived its run"
+    assert _runs_left(isolation) == before
 
 
 SWALLOWS_ITS_LIMIT = """
