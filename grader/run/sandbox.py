@@ -390,8 +390,9 @@ class _Runner:
         if killed_for is None and (trace.done or trace.lost is not None):
             # A learner process the judge gave up on (stuck in a call past the check's time: a loop whose bare
             # ``except`` swallows its limit) never reads the judge's hang-up: its exit is not waited for.
-            stuck = trace.lost is not None and trace.lost.reason == "stuck"
-            waits = [(pair.judge, 5.0)] if stuck else [(pair.judge, 5.0), (pair.learner, LEARNER_EXIT_WAIT_S)]
+            waits = [(pair.judge, 5.0)]
+            if trace.lost is None or trace.lost.reason != "stuck":
+                waits.append((pair.learner, LEARNER_EXIT_WAIT_S))
             for child, wait in waits:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.wait(timeout=wait)
