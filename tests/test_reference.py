@@ -223,6 +223,41 @@ def test_an_allocation_asks_only_the_storages_that_may_have_died(watched: str,
     assert asked < 3 * 500, asked  # each of the 400 before it, were every storage asked: ~100000
 
 
+def test_a_storage_key_is_the_storage_s_address_or_none() -> None:
+    """``storage_key`` (one C call, asked for every tensor of every op) answers what the storage object
+    would, ``untyped_storage()._cdata``, for each tensor that has a storage of its own — views and
+    parameters share their base's — and None for one that has none (sparse), where the long way answers."""
+    base = torch.randn(4, 4)
+    dense = {"dense": base, "view": base[1:], "transposed": base.T, "parameter": nn.Parameter(torch.randn(3)),
+             "empty": torch.empty(0), "scalar": torch.tensor(1.0), "meta": torch.empty(3, device="meta")}
+    for name, t in dense.items():
+        assert meter_module.storage_key(t) == t.untyped_storage()._cdata, name
+    assert meter_module.storage_key(base[1:]) == meter_module.storage_key(base)
+    assert meter_module.storage_key(torch.randn(3, 3).to_sparse()) is None
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["storage_key", "a torch without it"])
+def test_a_stand_in_places_every_layout_alike_with_or_without_the_quick_key(
+        fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a release has no quick key, the stand-in and a meter ask the storage object, with the same
+    answers: each tensor on the device, its views, a sparse one (by its values), a host tensor; bytes exact."""
+    if not fast:
+        monkeypatch.setattr(meter_module, "_STORAGE_ID", None)
+    with open_session(OpenDevice("cuda", True), NO_LEARNER_CODE) as session:
+        base = session.live_bytes()
+        on = torch.ones(4, 4, device="cuda")
+        view = on[1:]
+        sparse = torch.ones(3, 3).to_sparse().to("cuda")
+        host = torch.ones(2)
+        assert [t.is_cuda for t in (on, view, on.T, sparse, host, view.cpu())] == [True] * 4 + [False] * 2
+        with MemoryMeter() as meter:
+            doubled = on * 2
+            doubled.add_(1)  # in place: nothing new
+            assert meter.live_bytes() == 16 * 4
+        assert session.live_bytes() - base == (16 + 16) * 4 + sparse.values().nbytes  # (sparse: its values')
+        del doubled
+
+
 def test_a_storage_whose_weak_reference_fired_early_is_counted_until_it_dies() -> None:
     """Python's collector can clear a weak reference while the storage lives on (its Python object in
     an unreachable cycle, pytorch#145253): the address is then asked at every look, and the storage

@@ -61,7 +61,7 @@ from grader.emulation.storages import device_storages
 from grader.emulation.surface import Call, Surface, device_type_name
 from grader.reference import modes
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, TOTAL_MEMORY, CostModel
-from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, tensors
+from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, storage_key, tensors
 from grader.reference.modes import LeavesFromUnder
 from grader.wire.messages import DeviceMode, Event
 from grader.wire.values import real_device
@@ -106,8 +106,7 @@ def _storage(t: torch.Tensor) -> Any:
 
 def _keyed(t: torch.Tensor) -> tuple[Any, int] | None:
     """``t``'s storage and the key the stand-in holds it by (its address); None for a tensor of no
-    storage on the CPU (the meta device's, a real GPU's, a wrapper subclass without one).
-    ``StandIn.where`` has this inlined: it is asked for every tensor of every op."""
+    storage on the CPU (the meta device's, a real GPU's, a wrapper subclass without one)."""
     with torch._C.DisableTorchFunction():
         if not t.is_cpu:  # (five times as fast as t.device.type: a torch.device is built each read)
             return None
@@ -116,6 +115,18 @@ def _keyed(t: torch.Tensor) -> tuple[Any, int] | None:
         except (RuntimeError, NotImplementedError):
             return None
         return storage, int(storage._cdata)
+
+
+def _key(t: torch.Tensor) -> int | None:
+    """The key the stand-in holds ``t``'s storage by, as ``_keyed`` gives it; asked for every tensor of
+    every op. A key that no held storage has is no answer on its own: the meta device's, a real GPU's
+    storages are never held (and a held storage's address is never another's while the stand-in keeps its
+    weak reference), so such a tensor is found nowhere, as ``_keyed``'s None says."""
+    key = storage_key(t)
+    if key is not None:
+        return key
+    keyed = _keyed(t)  # (sparse: its values' storage)
+    return None if keyed is None else keyed[1]
 
 
 def _host_refused(exc: RuntimeError) -> int | None:
@@ -209,13 +220,9 @@ class StandIn:
 
     # -- where tensors live -----------------------------------------------------------------
     def where(self, t: torch.Tensor) -> Place:
-        with torch._C.DisableTorchFunction():  # (``_keyed``, inlined)
-            if not t.is_cpu:
-                return "cpu"
-            try:
-                key = int(_storage(t)._cdata)
-            except (RuntimeError, NotImplementedError):
-                return "cpu"
+        key = _key(t)
+        if key is None:
+            return "cpu"
         stored = self._storages.alive(key)
         if stored is None:
             return "cpu"
@@ -242,12 +249,13 @@ class StandIn:
 
     def _place(self, t: torch.Tensor, on_device: bool) -> int:
         """Record ``t``'s storage as the device's (or pinned); the bytes newly on the device."""
+        key = _key(t)
+        if key is None or self._storages.alive(key) is not None:  # (most outputs of an op in place, or views)
+            return 0
         keyed = _keyed(t)
         if keyed is None:
             return 0
         storage, key = keyed
-        if self._storages.alive(key) is not None:
-            return 0
         size = int(storage.nbytes())
         self._storages.add(key, storage, size, counted=on_device)  # (a freed storage's address reused: replaced)
         if not on_device:
