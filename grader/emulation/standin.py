@@ -206,7 +206,8 @@ class StandIn:
         self._warm: set[torch.dtype] = set()
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # non_blocking copies to the host
         self._stack = contextlib.ExitStack()
-        self._no_autocast = kernels().excluded  # the autocast keys a CPU kernel of the device's never reaches
+        self._autocast_kernels = kernels()
+        self._no_autocast = self._autocast_kernels.excluded  # the autocast keys the device's CPU kernels never reach
 
     @property
     def contexts(self) -> list[Call]:
@@ -403,16 +404,13 @@ class StandIn:
                 and len(args) > 2 and args[2]:
             host_copy = args[0].clone()  # a non-blocking copy to the host lands at the next synchronize
         # A GPU's kernels do not call back into autocast; this CPU build's kernels call other ops
-        # through the dispatcher, which must not be autocast again.
+        # through the dispatcher, which must not be autocast again (where autocast can run at all).
         try:
-            with torch._C._ExcludeDispatchKeyGuard(self._no_autocast):
-                if to_device and op.random and kwargs.get("generator") is None:
-                    with self._device_random():
-                        out = func(*args, **kwargs)
-                elif to_device and op.product:
-                    out = widened(func, args, kwargs, inputs)
-                else:
-                    out = func(*args, **kwargs)
+            if self._autocast_kernels.reachable():
+                with torch._C._ExcludeDispatchKeyGuard(self._no_autocast):
+                    out = self._kernel(func, op, args, kwargs, inputs, to_device=to_device)
+            else:
+                out = self._kernel(func, op, args, kwargs, inputs, to_device=to_device)
         except RuntimeError as exc:
             # What the host could not allocate for a device op, the device could not either: the
             # device's out-of-memory error (one torch.empty of 4 TB: the CPU allocator's words, which
@@ -436,6 +434,17 @@ class StandIn:
         if self.capture is not None and to_device:
             self.capture.append((func, args, kwargs, out))
         return out
+
+    def _kernel(self, func: Any, op: ops.Op, args: tuple[Any, ...], kwargs: dict[str, Any],
+                inputs: list[torch.Tensor], *, to_device: bool) -> Any:
+        """The op's CPU kernel, as the device computes it: its random numbers from the device's generator,
+        16-bit products widened (``widened``)."""
+        if to_device and op.random and kwargs.get("generator") is None:
+            with self._device_random():
+                return func(*args, **kwargs)
+        if to_device and op.product:
+            return widened(func, args, kwargs, inputs)
+        return func(*args, **kwargs)
 
     def _allocate(self, outputs: list[torch.Tensor], to_device: bool, pinned: bool) -> None:
         if not to_device:

@@ -130,6 +130,8 @@ class Storages:
     def live_bytes(self) -> int:
         """The counted bytes of the storages still alive."""
         noted = self._noted  # the set every callback adds to (popped one by one: a storage may die meanwhile)
+        if not noted and not self._asked:  # (most ops: none died since the last look)
+            return self._bytes
         while noted:
             self._asked.add(noted.pop())
         for key in list(self._asked):  # (copied at once: another thread's op may add or forget meanwhile)
