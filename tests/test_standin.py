@@ -421,6 +421,29 @@ def test_the_meta_device_and_deferred_initialization(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["cuda", "mps"])
+def test_a_view_is_where_its_tensor_is_and_allocates_nothing(kind: str) -> None:
+    """Views (detach, t, view, split, a sparse tensor's values: ``StandIn._view``, a quarter of a training's
+    ops) are on the device exactly when their tensor is, count no memory and launch nothing; a view as
+    float64 is refused on MPS as a float64 tensor is."""
+    with StandIn(kind) as s:  # type: ignore[arg-type]
+        x = torch.ones(4, 2, device=s.device)
+        live, events, host_free = s.live_bytes(), len(s.events), s.timeline.device_free
+        views = [x.detach(), x.t(), x.view(8), x[1:], *x.split(2), x.unsqueeze(0), x.expand(3, 4, 2)]
+        assert all(v.device.type == kind for v in views)
+        assert (s.live_bytes(), len(s.events), s.timeline.device_free) == (live, events, host_free)
+        assert torch.ones(3).view(3, 1).device.type == "cpu" and torch.ones(3).detach().is_cpu
+        sparse = torch.ones(2, 2).to_sparse().to(s.device).coalesce()
+        live = s.live_bytes()
+        assert sparse.values().device.type == kind  # (its indices read "cpu": held by its values alone)
+        assert s.live_bytes() == live
+        if kind == "mps":
+            with pytest.raises(TypeError, match="MPS"):
+                x.view(torch.float64)
+        else:
+            assert x.view(torch.float64).device.type == "cuda"
+
+
+@pytest.mark.parametrize("kind", ["cuda", "mps"])
 def test_a_model_moved_inside_inference_mode(kind: str) -> None:
     """``nn.Module.to`` asks ``torch._has_compatible_shallow_copy_type(param, moved)``; in inference
     mode the question reaches the dispatcher, where the stand-in took it for mixing devices. Dense CPU

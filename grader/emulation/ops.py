@@ -96,6 +96,7 @@ class Op:
     random: bool  # draws from a generator (randn, dropout ...)
     syncing: bool  # the host must wait for its result to know its size or value (nonzero, unique ...)
     computes: bool  # a GPU runs a kernel for it (views and bare allocations launch none)
+    aliases: bool  # a view: its outputs are its input's storage (detach, t, view, split ...), by its schema
     arithmetic: bool  # computes, and is not a copy, fill or read-back (NOT_ARITHMETIC)
     formula: Callable[..., int] | None  # the FLOP counter's formula, if it counts this op
     on_shapes: bool  # the formula takes the arguments' shapes (``_formula``)
@@ -113,7 +114,7 @@ def classify(func: Any) -> Op:
     formula, on_shapes = _formula(func)
     computes = not func.is_view and func not in ALLOCATING
     op = Op(transfer=func in TRANSFERS, indexing=func in INDEXING, product=func in PRODUCTS, cudnn=func in CUDNN,
-            random=RANDOM in tags, syncing=not tags.isdisjoint(SYNCING), computes=computes,
+            random=RANDOM in tags, syncing=not tags.isdisjoint(SYNCING), computes=computes, aliases=func.is_view,
             arithmetic=computes and func not in NOT_ARITHMETIC, formula=formula, on_shapes=on_shapes)
     _CLASSIFIED[id(func)] = (func, op)
     return op
