@@ -26,8 +26,18 @@ handle_expired = torch.UntypedStorage._expired
 # storage object and that no torch-function handler sees: a meter and a stand-in ask it for every tensor of
 # every op, and the storage objects built only to read it and thrown away (under DisableTorchFunction, for
 # the stand-in) were 18 % of a training's instructions on a stand-in (callgrind, 94.5 -> 77.8 M). A private
-# function of torch's (torch/csrc/Module.cpp): where a release has none, ``storage_key`` answers None.
-_STORAGE_ID: Callable[[torch.Tensor], int] | None = getattr(torch._C, "_storage_id", None)
+# function of torch's (torch/csrc/Module.cpp): where a release has none, or it answers anything but the
+# storage object's ``_cdata`` for a probe (then it is not what this relies on), ``storage_key`` answers None.
+def _storage_id() -> Callable[[torch.Tensor], int] | None:
+    found: Callable[[torch.Tensor], int] | None = getattr(torch._C, "_storage_id", None)
+    probe = torch.empty(2)
+    try:
+        return found if found is not None and found(probe[1:]) == probe.untyped_storage()._cdata else None
+    except (RuntimeError, TypeError):
+        return None
+
+
+_STORAGE_ID = _storage_id()
 
 
 def storage_key(t: torch.Tensor) -> int | None:
