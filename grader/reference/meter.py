@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar, cast
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -87,11 +87,12 @@ class Held:
     took 1.1 of the ~5 us a new storage cost (this: 0.4)."""
 
     __slots__ = ("_handle", "counted", "nbytes", "watch")
-    _free = torch.UntypedStorage._free_weak_ref  # (held by the class: at exit the torch module may be gone first)
+    # (held by the class: at exit the torch module may be cleared first)
+    _free: ClassVar[Callable[[int], object]] = torch.UntypedStorage._free_weak_ref
 
     def __init__(self, storage: torch.UntypedStorage, nbytes: int, counted: bool,
                  watch: weakref.ref[torch.UntypedStorage]) -> None:
-        self._handle: int = storage._weak_ref()
+        self._handle: int = cast(int, storage._weak_ref())  # (an int: torch's stub says a storage)
         self.nbytes = nbytes
         self.counted = counted
         self.watch = watch
@@ -100,7 +101,7 @@ class Held:
         return bool(handle_expired(self._handle))
 
     def __del__(self) -> None:
-        self._free(self._handle)
+        type(self)._free(self._handle)
 
 
 class Storages:
