@@ -25,7 +25,7 @@ handle_expired = torch.UntypedStorage._expired
 # A tensor's storage key (its StorageImpl's address, ``untyped_storage()._cdata``) in one C call that builds no
 # storage object and that no torch-function handler sees: a meter and a stand-in ask it for every tensor of
 # every op, and the storage objects built only to read it and thrown away (under DisableTorchFunction, for
-# the stand-in) were 18 % of a training's instructions on a stand-in (callgrind, 94.5 -> 77.8 M). A private
+# the stand-in) were 5 % of a training's instructions on a stand-in (callgrind, 82.4 -> 78.3 M). A private
 # function of torch's (torch/csrc/Module.cpp): where a release has none, or it answers anything but the
 # storage object's ``_cdata`` for a probe (then it is not what this relies on), ``storage_key`` answers None.
 def _storage_id() -> Callable[[torch.Tensor], int] | None:
