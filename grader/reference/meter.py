@@ -22,6 +22,8 @@ from grader.wire.messages import MiB
 # times faster: 0.25 vs 1.2 µs). A meter and a stand-in ask it of every storage they hold whenever an
 # op allocates.
 handle_expired = torch.UntypedStorage._expired
+
+
 # A tensor's storage key (its StorageImpl's address, ``untyped_storage()._cdata``) in one C call that builds no
 # storage object and that no torch-function handler sees: a meter and a stand-in ask it for every tensor of
 # every op, and the storage objects built only to read it and thrown away (under DisableTorchFunction, for
@@ -79,29 +81,26 @@ def counted(meters: Sequence[MemoryMeter], op: Callable[..., Any], args: tuple[A
 
 class Held:
     """One storage a ``Storages`` holds: its weak handle, which says exactly whether it is alive
-    (``expired``); its bytes, and whether they count towards the live total (a stand-in's pinned host
+    (``handle_expired``); its bytes, and whether they count towards the live total (a stand-in's pinned host
     memory does not); and the Python weak reference that tells the holder when to look.
 
     The handle is what torch's ``StorageWeakRef`` holds, owned here without that class's Python layer:
     one is made for each new storage of every op on a stand-in, and a dataclass around a StorageWeakRef
     took 1.1 of the ~5 us a new storage cost (this: 0.4)."""
 
-    __slots__ = ("_handle", "counted", "nbytes", "watch")
+    __slots__ = ("counted", "handle", "nbytes", "watch")
     # (held by the class: at exit the torch module may be cleared first)
     _free: ClassVar[Callable[[int], object]] = torch.UntypedStorage._free_weak_ref
 
     def __init__(self, storage: torch.UntypedStorage, nbytes: int, counted: bool,
                  watch: weakref.ref[torch.UntypedStorage]) -> None:
-        self._handle: int = cast(int, storage._weak_ref())  # (an int: torch's stub says a storage)
+        self.handle: int = cast(int, storage._weak_ref())  # (an int: torch's stub says a storage)
         self.nbytes = nbytes
         self.counted = counted
         self.watch = watch
 
-    def expired(self) -> bool:
-        return bool(handle_expired(self._handle))
-
     def __del__(self) -> None:
-        type(self)._free(self._handle)
+        type(self)._free(self.handle)
 
 
 class Storages:
@@ -126,7 +125,7 @@ class Storages:
     def alive(self, key: int) -> Held | None:
         """What is held at ``key`` while its storage lives; a storage found freed is forgotten."""
         held = self._held.get(key)
-        if held is not None and handle_expired(held._handle):  # (``held.expired()``, inlined: every op asks)
+        if held is not None and handle_expired(held.handle):
             self.forget(key)
             return None
         return held
