@@ -13,7 +13,9 @@ reference solution (solutions/ex5_amp.py, ``train_steps``, 4 steps of the quick 
 FP16 (autocast + GradScaler) and BF16 (autocast), on a cuda and on an mps stand-in, each in a session of
 its own as a check opens it. The counts are not exactly repeatable (the warm-up run alone differs by
 tens of millions between runs), so one round is noisy: measured, 1.3-2.6 M a training off the same
-commits' three-round figures (95.2, 95.5). After the warm-up the
+commits' three-round figures (95.2, 95.5); two rounds are too, more than that once: one commit read 77.8 and
+80.3 M in two two-round runs, and another 94.5 in one where three-round runs read 82.4 and 82.9 (2026-12-06).
+Quote three rounds for a change of a few per cent. After the warm-up the
 process freezes what it holds (``gc.freeze()``), as a learner process does before any learner code.
 
 ``--root`` (repeatable) measures other checkouts of this project beside this one — a commit before a
