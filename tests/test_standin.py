@@ -427,10 +427,10 @@ def test_a_view_is_where_its_tensor_is_and_allocates_nothing(kind: str) -> None:
     float64 is refused on MPS as a float64 tensor is."""
     with StandIn(kind) as s:  # type: ignore[arg-type]
         x = torch.ones(4, 2, device=s.device)
-        live, events, host_free = s.live_bytes(), len(s.events), s.timeline.device_free
+        live, events, drains = s.live_bytes(), len(s.events), s.timeline.device_free
         views = [x.detach(), x.t(), x.view(8), x[1:], *x.split(2), x.unsqueeze(0), x.expand(3, 4, 2)]
         assert all(v.device.type == kind for v in views)
-        assert (s.live_bytes(), len(s.events), s.timeline.device_free) == (live, events, host_free)
+        assert (s.live_bytes(), len(s.events), s.timeline.device_free) == (live, events, drains)
         assert torch.ones(3).view(3, 1).device.type == "cpu" and torch.ones(3).detach().is_cpu
         sparse = torch.ones(2, 2).to_sparse().to(s.device).coalesce()
         live = s.live_bytes()

@@ -30,7 +30,7 @@ handle_expired = torch.UntypedStorage._expired
 # the stand-in) were 5 % of a training's instructions on a stand-in (callgrind, 82.4 -> 78.3 M). A private
 # function of torch's (torch/csrc/Module.cpp): where a release has none, or it answers anything but the
 # storage object's ``_cdata`` for a probe (then it is not what this relies on), ``storage_key`` answers None.
-def _storage_id() -> Callable[[torch.Tensor], int] | None:
+def _checked_storage_id() -> Callable[[torch.Tensor], int] | None:
     found: Callable[[torch.Tensor], int] | None = getattr(torch._C, "_storage_id", None)
     probe = torch.empty(2)
     try:
@@ -39,7 +39,7 @@ def _storage_id() -> Callable[[torch.Tensor], int] | None:
         return None
 
 
-_STORAGE_ID = _storage_id()
+_STORAGE_ID = _checked_storage_id()
 
 
 def storage_key(t: torch.Tensor) -> int | None:
