@@ -369,7 +369,7 @@ class StandIn:
         places = [where(t) for t in inputs]
         on_device = "device" in places
         if op.aliases and not kwargs and len(places) == 1:
-            return self._view(func, args, on_device=on_device)
+            return self._view(func, op, args, inputs, on_device=on_device)
         if func is aten.is_pinned.default:
             return bool(places) and places[0] == "pinned"
         if func is aten._pin_memory.default:
@@ -405,14 +405,8 @@ class StandIn:
         if func is aten.copy_.default and len(places) > 1 and places[0] != "device" and places[1] == "device" \
                 and len(args) > 2 and args[2]:
             host_copy = args[0].clone()  # a non-blocking copy to the host lands at the next synchronize
-        # A GPU's kernels do not call back into autocast; this CPU build's kernels call other ops
-        # through the dispatcher, which must not be autocast again (where autocast can run at all).
         try:
-            if self._autocast_kernels.reachable():
-                with torch._C._ExcludeDispatchKeyGuard(self._no_autocast):
-                    out = self._kernel(func, op, args, kwargs, inputs, to_device=to_device)
-            else:
-                out = self._kernel(func, op, args, kwargs, inputs, to_device=to_device)
+            out = self._kernel(func, op, args, kwargs, inputs, to_device=to_device)
         except RuntimeError as exc:
             # What the host could not allocate for a device op, the device could not either: the
             # device's out-of-memory error (one torch.empty of 4 TB: the CPU allocator's words, which
@@ -437,28 +431,32 @@ class StandIn:
             self.capture.append((func, args, kwargs, out))
         return out
 
-    def _view(self, func: Any, args: tuple[Any, ...], *, on_device: bool) -> Any:
+    def _view(self, func: Any, op: ops.Op, args: tuple[Any, ...], inputs: list[torch.Tensor], *,
+              on_device: bool) -> Any:
         """A view of one tensor (detach, t, view, split ...; a quarter of a training's ops), as ``run`` would
         take it, quicker: its outputs are its input's storage, on the device exactly when it is and placed
         with it already, so nothing is allocated, launched, recorded or mixed; on MPS a view as a dtype
         the device has not is refused all the same."""
-        if self._autocast_kernels.reachable():
-            with torch._C._ExcludeDispatchKeyGuard(self._no_autocast):
-                out = func(*args)
-        else:
-            out = func(*args)
+        out = self._kernel(func, op, args, {}, inputs, to_device=on_device)
         if on_device:
-            if self.kind == "mps":
-                for t in tensors(out):
-                    self._check_dtype(t.dtype)
+            self._refuse_dtypes(tensors(out))
             if self.capture is not None:
                 self.capture.append((func, args, {}, out))
         return out
 
     def _kernel(self, func: Any, op: ops.Op, args: tuple[Any, ...], kwargs: dict[str, Any],
                 inputs: list[torch.Tensor], *, to_device: bool) -> Any:
-        """The op's CPU kernel, as the device computes it: its random numbers from the device's generator,
-        16-bit products widened (``widened``)."""
+        """The op's CPU kernel, as the device computes it. A GPU's kernels do not call back into autocast;
+        this CPU build's kernels call other ops through the dispatcher, which must not be autocast again:
+        where an autocast kernel can run at all (``Kernels.reachable``), its keys are excluded."""
+        if self._autocast_kernels.reachable():
+            with torch._C._ExcludeDispatchKeyGuard(self._no_autocast):
+                return self._device_kernel(func, op, args, kwargs, inputs, to_device=to_device)
+        return self._device_kernel(func, op, args, kwargs, inputs, to_device=to_device)
+
+    def _device_kernel(self, func: Any, op: ops.Op, args: tuple[Any, ...], kwargs: dict[str, Any],
+                       inputs: list[torch.Tensor], *, to_device: bool) -> Any:
+        """Its random numbers from the device's generator, 16-bit products widened (``widened``)."""
         if to_device and op.random and kwargs.get("generator") is None:
             with self._device_random():
                 return func(*args, **kwargs)
@@ -472,9 +470,7 @@ class StandIn:
                 for t in outputs:
                     self._place(t, on_device=False)
             return
-        if self.kind == "mps":
-            for t in outputs:
-                self._check_dtype(t.dtype)
+        self._refuse_dtypes(outputs)
         new = 0
         for t in outputs:
             new += self._place(t, on_device=True)
@@ -490,6 +486,12 @@ class StandIn:
             raise self._oom(new, live - new)
         self.peak = max(self.peak, live)
         self.reserved(live)
+
+    def _refuse_dtypes(self, outputs: list[torch.Tensor]) -> None:
+        """Outputs on the device in a dtype it has not (MPS: float64) are refused."""
+        if self.kind == "mps":
+            for t in outputs:
+                self._check_dtype(t.dtype)
 
     def _check_dtype(self, dtype: torch.dtype) -> None:
         if self.kind == "mps" and dtype in (torch.float64, torch.complex128):
