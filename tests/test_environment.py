@@ -10,8 +10,11 @@ from __future__ import annotations
 import ast
 import csv
 import importlib.metadata
+import os
 import re
+import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -171,17 +174,30 @@ def test_batch_marks_grader_failures_and_regrades_them_once_fixed(tmp_path: Path
 
 
 def test_doctor_names_what_is_broken(tmp_path: Path) -> None:
+    """And what only costs time: a copy whose bytecode was never written, in a shell that forbids writing it
+    (PYTHONDONTWRITEBYTECODE), is told so with the one command that writes it — which does."""
     copy = _grader_copy(tmp_path)
-    code, stdout, _ = _run(copy, "doctor")
+    no_bytecode = {"PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = run_cli("doctor", cwd=copy, env=no_bytecode)
+    code, stdout = proc.returncode, proc.stdout
     assert code == 0, stdout
-    for label in ("grader", "python", "package torch", "package numpy", "--device auto", "checks"):
+    for label in ("grader", "python", "package torch", "package numpy", "--device auto", "checks", "bytecode"):
         assert re.search(rf"^  {re.escape(label)}\s", stdout, re.MULTILINE), (label, stdout)
     assert "everything the grader needs works here" in stdout
+    told = re.search(r"^  bytecode\s+(\d+) of the grader's (\d+) modules not compiled \(PYTHONDONTWRITEBYTECODE is "
+                     r"set\).*`(.+ -m compileall -q .+)` writes them once$", stdout, re.MULTILINE)
+    assert told is not None and told[1] == told[2], stdout
+    cure = subprocess.run(shlex.split(told[3]), capture_output=True, text=True, check=False,
+                          env={**os.environ, **no_bytecode})
+    assert cure.returncode == 0, cure.stderr
     _break_a_check(copy)
-    code, stdout, _ = _run(copy, "doctor")
+    proc = run_cli("doctor", cwd=copy, env=no_bytecode)
+    code, stdout = proc.returncode, proc.stdout
     assert code == 3
     assert re.search(r"^✗ checks .*ex3_roundtrip.test_roundtrip_values: ModuleNotFoundError: .*numpy_is_not_installed",
                      stdout, re.MULTILINE), stdout
+    # Compiled, but for the one check changed since: that one alone is compiled again.
+    assert re.search(r"^  bytecode\s+1 of the grader's \d+ modules not compiled", stdout, re.MULTILINE), stdout
 
 
 def test_version_line() -> None:

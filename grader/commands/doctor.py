@@ -9,10 +9,12 @@ The grader's own process never imports torch, here either.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
 import resource
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -128,7 +130,44 @@ def findings(course: Course | None, course_error: str = "") -> list[Finding]:
     found.append(Finding("checks", f"{len(checks)} check modules import" if not broken else
                          "; ".join(f"{name}: {error}" for name, error in broken.items()), ok=not broken))
     found += [Finding(f"sandbox: {name}", text, ok) for name, (ok, text) in sandbox_features().items()]
-    return found
+    return found + [bytecode()]
+
+
+def _compiled(source: Path) -> bool:
+    """Whether Python would read ``source``'s cached bytecode rather than compile it: the cache's magic number
+    and the source's modification time and size in its header (importlib's own check, for timestamp caches)."""
+    try:
+        with open(importlib.util.cache_from_source(str(source)), "rb") as cache:
+            header = cache.read(16)
+        stat = source.stat()
+    except OSError:
+        return False
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(header[4:8], "little") != 0:  # a hash-based cache: read as it is (unchecked) or checked
+        return True
+    return (int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
+
+
+def bytecode() -> Finding:
+    """Whether the grader's own modules are compiled: every process of a grading imports them, and the grader
+    writes their bytecode before it starts any (grader/run/launch.py ``compile_ahead``) — except where its
+    Python may not (``PYTHONDONTWRITEBYTECODE``, common in CI images and Dockerfiles) or cannot (a read-only
+    install) write it. Then each of those processes compiles them in memory again: +0.3 CPU-s a `grader
+    grade`, measured (docs/performance.md, twentieth session). Not a problem, a cost, with its one-line cure."""
+    sources = sorted(PACKAGE_DIR.rglob("*.py"))
+    stale = [source for source in sources if not _compiled(source)]
+    if not stale:
+        return Finding("bytecode", f"compiled: the grader's {len(sources)} modules")
+    count = f"{len(stale)} of the grader's {len(sources)} modules not compiled"
+    if not sys.dont_write_bytecode and os.access(PACKAGE_DIR, os.W_OK):
+        return Finding("bytecode", f"{count} yet: the next grading writes them")
+    why = "PYTHONDONTWRITEBYTECODE is set" if sys.dont_write_bytecode else "the grader's folder is read-only here"
+    return Finding("bytecode", f"{count} ({why}): each process of every grading compiles them again in memory "
+                               f"(~0.3 CPU-s a `grader grade` when none is compiled); "
+                               f"`{shlex.quote(sys.executable)} -m compileall -q {shlex.quote(str(PACKAGE_DIR))}` "
+                               "writes them once")
 
 
 def render(found: list[Finding]) -> str:
