@@ -348,7 +348,7 @@ def pytest_configure(config: pytest.Config) -> None:
     writes it itself (grader/run/launch.py ``compile_ahead``), but not where its own Python may not write
     bytecode — and a fresh clone run from a shell with ``PYTHONDONTWRITEBYTECODE`` (this project's machine;
     many CI images and Dockerfiles set it) then compiled the grader in memory in every one of them: +0.3
-    CPU-s a `grader grade`, ~30 s of the suite's wall (docs/performance.md, twentieth session). An install
+    CPU-s a `grader grade`, 20-30 s of the suite's wall (docs/performance.md, twentieth session). An install
     compiles a package whatever that variable says (pip does); the suite does the same for the checkout's
     own package, in its ``__pycache__`` (git-ignored). Nothing else changes: the processes read bytecode
     as they would from any install."""

@@ -25,6 +25,7 @@ from grader.course import Course, load_course
 from grader.errors import GraderError
 from grader.paths import CHECKS_DIR, PACKAGE_DIR, PROJECT_ROOT
 from grader.run.isolation import probe as probe_isolation
+from grader.run.launch import writes_bytecode
 from grader.run.sandbox import base_env
 
 # Distribution name -> the module the grader imports from it (pyproject.toml's dependencies).
@@ -144,8 +145,10 @@ def _compiled(source: Path) -> bool:
         return False
     if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
         return False
-    if int.from_bytes(header[4:8], "little") != 0:  # a hash-based cache: read as it is (unchecked) or checked
-        return True
+    flags = int.from_bytes(header[4:8], "little")
+    if flags & 0b01:  # a hash-based cache (py_compile makes them where SOURCE_DATE_EPOCH is set)
+        unchecked = not flags & 0b10
+        return unchecked or header[8:16] == importlib.util.source_hash(source.read_bytes())
     return (int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
             and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
 
@@ -161,7 +164,7 @@ def bytecode() -> Finding:
     if not stale:
         return Finding("bytecode", f"compiled: the grader's {len(sources)} modules")
     count = f"{len(stale)} of the grader's {len(sources)} modules not compiled"
-    if not sys.dont_write_bytecode and os.access(PACKAGE_DIR, os.W_OK):
+    if writes_bytecode():
         return Finding("bytecode", f"{count} yet: the next grading writes them")
     why = "PYTHONDONTWRITEBYTECODE is set" if sys.dont_write_bytecode else "the grader's folder is read-only here"
     return Finding("bytecode", f"{count} ({why}): each process of every grading compiles them again in memory "

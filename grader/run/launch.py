@@ -511,9 +511,15 @@ def compile_ahead() -> None:
     bytecode (``PYTHONDONTWRITEBYTECODE``), and a package it cannot write to (a read-only install, whose
     every file would be compiled again at each command only to fail to be written) is left as it is:
     the processes then compile in memory, as before."""
-    cache = PACKAGE_DIR / "__pycache__"
-    if not sys.dont_write_bytecode and os.access(cache if cache.is_dir() else PACKAGE_DIR, os.W_OK):
+    if writes_bytecode():
         compileall.compile_dir(PACKAGE_DIR, quiet=2)
+
+
+def writes_bytecode() -> bool:
+    """Whether this process writes the grader's bytecode ahead (``compile_ahead``): its Python may write bytecode,
+    and the package's cache can be written (``grader doctor`` says which of the two it is not)."""
+    cache = PACKAGE_DIR / "__pycache__"
+    return not sys.dont_write_bytecode and os.access(cache if cache.is_dir() else PACKAGE_DIR, os.W_OK)
 
 
 @contextlib.contextmanager
