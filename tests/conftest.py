@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import compileall
 import contextlib
 import fcntl
 import io
@@ -21,7 +20,7 @@ import yaml
 
 from grader.commands.cli import main
 from grader.run.isolation import Isolation, probe
-from grader.run.launch import ExecLauncher, ForkLauncher, Launcher
+from grader.run.launch import ExecLauncher, ForkLauncher, Launcher, compile_package
 from grader.run.share import Share, lanes_here, machine_share, usable_cores
 from grader.wire.messages import RequestedDevice
 from tests import roster_class as canvas_class
@@ -345,15 +344,16 @@ CLASS_TIMEOUT_S = 1800
 def pytest_configure(config: pytest.Config) -> None:
     """The grader's bytecode written once, by the run's first process (xdist's controller, or the only one),
     before any test starts a grader: the suite's ~470 exec'd Pythons each import the grader. The grader
-    writes it itself (grader/run/launch.py ``compile_ahead``), but not where its own Python may not write
-    bytecode — and a fresh clone run from a shell with ``PYTHONDONTWRITEBYTECODE`` (this project's machine;
-    many CI images and Dockerfiles set it) then compiled the grader in memory in every one of them: +0.3
-    CPU-s a `grader grade`, 20-30 s of the suite's wall (docs/performance.md, twentieth session). An install
-    compiles a package whatever that variable says (pip does); the suite does the same for the checkout's
-    own package, in its ``__pycache__`` (git-ignored). Nothing else changes: the processes read bytecode
-    as they would from any install."""
+    writes it itself (grader/run/launch.py ``compile_ahead``, with the same ``compile_package``), but not
+    where its own Python may not write bytecode — and a fresh clone run from a shell with
+    ``PYTHONDONTWRITEBYTECODE`` (this project's machine; many CI images and Dockerfiles set it) then
+    compiled the grader in memory in every one of them: +0.3 CPU-s a `grader grade`, 20-30 s of the
+    suite's wall (docs/performance.md, twentieth session). An install compiles a package whatever that
+    variable says (pip does); the suite does the same for the checkout's own package, in its
+    ``__pycache__`` (git-ignored). Nothing else changes: the processes read bytecode as they would from
+    any install."""
     if not hasattr(config, "workerinput"):
-        compileall.compile_dir(ROOT / "grader", quiet=2)
+        compile_package()
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -512,7 +512,13 @@ def compile_ahead() -> None:
     every file would be compiled again at each command only to fail to be written) is left as it is:
     the processes then compile in memory, as before."""
     if writes_bytecode():
-        compileall.compile_dir(PACKAGE_DIR, quiet=2)
+        compile_package()
+
+
+def compile_package() -> None:
+    """The grader's bytecode, written where missing or stale, whatever this process's Python may write (as pip
+    compiles a package at an install): ``compile_ahead`` where it may, the test suite once a run."""
+    compileall.compile_dir(PACKAGE_DIR, quiet=2)
 
 
 def writes_bytecode() -> bool:
