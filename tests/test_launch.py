@@ -275,6 +275,72 @@ def test_courses_of_two_file_sizes_share_the_judges_server_not_the_learners(monk
     assert started == [("judge", 5), ("learner", 5), ("learner", 256)]
 
 
+def test_a_process_the_grader_waits_for_is_found_ended_by_the_kernel_not_by_polling(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Popen.wait(timeout)`` polls with sleeps that double up to 50 ms: ``grader grade`` waited 56-180 ms for
+    its two servers to end. ``reaper.wait_exited`` sleeps on a pidfd instead, and calls ``Popen.wait`` only
+    once the process has ended (no timeout: it reaps); where there is no pidfd it is ``Popen.wait(timeout)``."""
+    waits: list[float | None] = []
+    real_wait = subprocess.Popen.wait
+
+    def recorded(self: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+        waits.append(timeout)
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", recorded)
+
+    def reading() -> subprocess.Popen[bytes]:  # ends with its stdin
+        return subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(len(sys.stdin.read()) + 3)"],
+                                stdin=subprocess.PIPE)
+
+    process = reading()
+    with pytest.raises(subprocess.TimeoutExpired):
+        reaper.wait_exited(process, 0.2)
+    assert process.poll() is None and waits == []  # still running, never asked with a timeout
+    assert process.stdin is not None
+    process.stdin.close()
+    assert reaper.wait_exited(process, 30) == 3
+    assert waits == [None]
+    assert reaper.wait_exited(process, 30) == 3 and waits == [None]  # reaped already: its code, nothing asked
+
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    waits.clear()
+    process = reading()
+    assert process.stdin is not None
+    process.stdin.close()
+    assert reaper.wait_exited(process, 30) == 3
+    assert waits == [30]
+
+
+def test_a_launcher_tells_every_server_to_end_before_it_waits_for_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two servers told one after the other's end took both exits in a row (20-40 ms each, torch's pages
+    unmapped by the kernel); told first, they end side by side."""
+    calls: list[tuple[str, str]] = []
+
+    class Recorded:
+        def __init__(self, role: str, env: object, isolation: object, work_mb: int) -> None:
+            self.role = role
+
+        def alive(self) -> bool:
+            return True
+
+        def hang_up(self) -> None:
+            calls.append(("hang_up", self.role))
+
+        def close(self) -> None:
+            calls.append(("close", self.role))
+
+    monkeypatch.setattr(launch, "ForkServer", Recorded)
+    with launch.ForkLauncher() as launcher:
+        for role in ("judge", "learner"):
+            launcher.prepare(launch.Spawn(role, {}, "/", ()))
+    assert sorted(calls[:2]) == [("hang_up", "judge"), ("hang_up", "learner")]
+    assert sorted(calls[2:]) == [("close", "judge"), ("close", "learner")]
+
+
 def test_a_run_gets_the_judges_server_starting_before_it_waits_for_the_learners(tmp_path: Path) -> None:
     """A run asks its launcher to prepare the judge's process before it starts the learner's
     (grader/run/sandbox.py ``spawn``): a fork server's imports (seconds) then run beside the learner
