@@ -9,6 +9,7 @@ import ast
 import contextlib
 import importlib.util
 import os
+import select
 import shutil
 import signal
 import socket
@@ -306,13 +307,18 @@ def test_a_process_the_grader_waits_for_is_found_ended_by_the_kernel_not_by_poll
     def no_pidfd(pid: int) -> int:
         raise OSError(38, "Function not implemented")
 
-    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
-    waits.clear()
-    process = reading()
-    assert process.stdin is not None
-    process.stdin.close()
-    assert reaper.wait_exited(process, 30) == 3
-    assert waits == [30]
+    def no_poll(*args: object) -> object:
+        raise OSError(22, "Invalid argument")
+
+    for where, what, instead in ((os, "pidfd_open", no_pidfd), (select, "select", no_poll)):
+        with monkeypatch.context() as patched:
+            patched.setattr(where, what, instead)
+            waits.clear()
+            process = reading()
+            assert process.stdin is not None
+            process.stdin.close()
+            assert reaper.wait_exited(process, 30) == 3
+            assert waits == [30]
 
 
 def test_a_launcher_tells_every_server_to_end_before_it_waits_for_one(monkeypatch: pytest.MonkeyPatch) -> None:
