@@ -278,7 +278,7 @@ def test_courses_of_two_file_sizes_share_the_judges_server_not_the_learners(monk
 
 def test_a_process_the_grader_waits_for_is_found_ended_by_the_kernel_not_by_polling(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """``Popen.wait(timeout)`` polls with sleeps that double up to 50 ms: ``grader grade`` waited 56-180 ms for
+    """``Popen.wait(timeout)`` polls with sleeps that double up to 50 ms: ``grader grade`` waited 31-180 ms for
     its two servers to end. ``reaper.wait_exited`` sleeps on a pidfd instead, and calls ``Popen.wait`` only
     once the process has ended (no timeout: it reaps); where there is no pidfd it is ``Popen.wait(timeout)``."""
     waits: list[float | None] = []
