@@ -173,10 +173,14 @@ def report(events: list[Event]) -> None:
     def idle(a: float, b: float) -> float:
         return sum(max(0.0, min(e, b) - max(s, a)) for s, e in spans)
 
-    marks = sorted([tree.forked[pid] for pid in learners] + ends)
-    near = sum(e - s for s, e in spans if first_fork <= s and e <= last
-               and min(abs(s - marks[i]) for i in (bisect.bisect_left(marks, s) - 1, bisect.bisect_left(marks, s))
-                       if 0 <= i < len(marks)) < NEAR_S)
+    marks = sorted([tree.forked[pid] for pid in learners] + ends)  # each learner's first fork and last exit
+
+    def at_a_transition(t: float) -> bool:
+        i = bisect.bisect_left(marks, t)
+        return any(abs(t - marks[j]) < NEAR_S for j in (i - 1, i) if 0 <= j < len(marks))
+
+    near = sum(e - s for s, e in spans if first_fork <= s and e <= last and at_a_transition(s))
+
     def own(pid: int) -> bool:  # the command or one of its threads (a server is started from a thread of its own)
         chain = tree.ancestors(pid)
         return command in chain and not any(p in tree.execs for p in chain[:chain.index(command)])

@@ -148,8 +148,7 @@ class Exec:
         return self._status(self.popen.poll())
 
     def wait(self, timeout: float | None = None) -> int:
-        code = self.popen.wait() if timeout is None else wait_exited(self.popen, timeout)
-        return self._status(code)  # type: ignore[return-value]
+        return self._status(wait_exited(self.popen, timeout))  # type: ignore[return-value]
 
 
 def _same(code: int | None) -> int | None:
