@@ -5,7 +5,7 @@
 1. ``grader grade solutions`` <= 1.5 x a bare ``python -c "import torch"`` (wall: the median ratio of
    ``--repeats`` pairs, each an import and a grading one after the other; CPU beside it), and under
    it the floor no grading can go below: the learner process's own imports (torch and the device
-   layer) before any check runs;
+   layer) before any check runs; and, not a target, the same pairs on one core (``taskset``);
 2. a learner of a ``grader batch --workers 2`` class (isolation and the judge on) <= 0.5
    import-torch core-seconds (the batch's wall x the cores it was given / learners, over the CPU
    seconds of the ``import torch`` run just before and after it: the median of ``--repeats``
@@ -162,6 +162,16 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
         floor = median(args.repeats, [PY, "-c", "import grader.learner.__main__, grader.learner.runner"])
         print(f"   floor: the learner process's own imports (torch, the device layer) "
               f"{floor.wall:.2f} s = {floor.wall / torch.wall:.2f} x, before any check runs")
+        # Not a target: the same pair pinned to one core (a Slurm task of one CPU, a small container), where the
+        # grading's two imports of torch (its judge's and its learner process's) run one after the other.
+        pinned = ["taskset", "-c", str(min(os.sched_getaffinity(0)))]
+        one_core = [(timed([*pinned, PY, "-c", "import torch"]), timed([*pinned, *grade(solutions, report_path)]))
+                    for _ in range(args.repeats)]
+        one_ratios = sorted(g.wall / t.wall for t, g in one_core)
+        print(f"   on one core (taskset, not a target): {statistics.median(one_ratios):.2f} x (median of "
+              f"{len(one_ratios)} pairs, {one_ratios[0]:.2f}-{one_ratios[-1]:.2f}; "
+              f"{statistics.median(g.wall for _, g in one_core):.2f} s against "
+              f"{statistics.median(t.wall for t, _ in one_core):.2f} s): its two imports of torch one after the other")
 
         cls, pair = work / "class", work / "pair"
         for i in range(args.learners):
