@@ -467,6 +467,69 @@ def test_the_default_device() -> None:
     assert torch.get_default_device() == torch.device("cpu")
 
 
+def _default_device_context_is_on_the_stack() -> bool:
+    """What torch's ``set_default_device`` relies on: the context its record names is the mode at the bottom."""
+    from torch.overrides import _get_current_function_mode_stack  # noqa: PLC0415 - torch's private helpers
+    from torch.utils._device import DeviceContext  # noqa: PLC0415
+
+    recorded = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+    stack = _get_current_function_mode_stack()
+    if recorded is None:
+        return not any(isinstance(mode, DeviceContext) for mode in stack)
+    return bool(stack) and stack[0] is recorded
+
+
+def test_a_default_device_set_in_every_run_and_never_unset() -> None:
+    """``torch.set_default_device(device)`` at the top of a function, never unset (a script's "everything on
+    the GPU from here on", yashbelhe/ASD python/utils/device.py), run on the CPU and then on each stand-in,
+    as a check runs it: each call replaces the default before it, as on a GPU. The session put back torch's
+    record of the CPU run's default without its context, which the next call exits: the second session's call
+    raised "Expected a DeviceContext at the bottom of the mode stack" (tests/submissions/idioms/correct/
+    pytorch_set_default_device lost 12 points of ex5)."""
+    try:
+        torch.set_default_device(torch.device("cpu"))  # the CPU run
+        for kind in ("cuda", "mps", "cuda"):
+            with StandIn(kind) as s:  # type: ignore[arg-type]
+                torch.set_default_device(s.device)
+                assert torch.zeros(2).device.type == kind and torch.get_default_device().type == kind
+                assert _default_device_context_is_on_the_stack()
+            assert torch.get_default_device() == torch.device("cpu")  # the CPU run's, as before the session
+            assert _default_device_context_is_on_the_stack()
+            assert torch.zeros(2).device.type == "cpu"
+        torch.set_default_device(torch.device("cpu"))  # and the CPU run's next call
+        assert _default_device_context_is_on_the_stack()
+    finally:
+        torch.set_default_device(None)
+    assert torch.get_default_device() == torch.device("cpu") and _default_device_context_is_on_the_stack()
+
+
+@pytest.mark.filterwarnings("ignore:torch.set_default_tensor_type\\(\\) is deprecated")
+def test_the_legacy_default_tensor_type() -> None:
+    """``torch.set_default_tensor_type("torch.cuda.FloatTensor")`` (deprecated since PyTorch 2.1, in old scripts
+    and tutorials): on a GPU its factories build there, in its dtype; this CPU build refused the type ("invalid
+    type object"). A CPU type brings them back; an integer type is PyTorch's own TypeError; the session ends
+    with it, as with ``torch.set_default_device``; a Mac's build refuses CUDA's types as this one does."""
+    try:
+        with StandIn("cuda"):
+            torch.set_default_tensor_type("torch.cuda.DoubleTensor")
+            made = torch.zeros(2)
+            assert made.is_cuda and made.dtype == torch.float64
+            assert torch.get_default_device() == torch.device("cuda", 0)
+            torch.set_default_tensor_type(torch.cuda.FloatTensor)
+            assert torch.ones(1).type() == "torch.cuda.FloatTensor"
+            with pytest.raises(TypeError, match="only floating-point types"):
+                torch.set_default_tensor_type(torch.cuda.LongTensor)
+            torch.set_default_tensor_type(torch.FloatTensor)
+            assert torch.zeros(2).device.type == "cpu" and _default_device_context_is_on_the_stack()
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")  # and left so
+        assert torch.zeros(2).device.type == "cpu" and _default_device_context_is_on_the_stack()
+        with StandIn("mps"), pytest.raises(TypeError):
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+    finally:
+        torch.set_default_tensor_type(torch.FloatTensor)
+    assert torch.get_default_dtype() == torch.float32
+
+
 @pytest.mark.parametrize("kind", ["cuda", "mps"])
 def test_mixing_devices_raises_pytorchs_own_error(kind: str) -> None:
     with StandIn(kind) as s, pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):  # type: ignore[arg-type]

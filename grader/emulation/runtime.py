@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import torch
 
-from grader.emulation.patching import Injected, LearnerCode, patched, standing_for
+from grader.emulation.patching import Injected, LearnerCode, Wrap, patched, standing_for
 from grader.emulation.surface import LEGACY_DTYPES
 from grader.reference.device import CAPABILITY, NAMES, NO_CUDA, TOTAL_MEMORY
 
@@ -448,6 +448,37 @@ def legacy_tensor_types() -> Mapping[str, _LegacyTensorType]:
         f"{name}Tensor": _LegacyTensorType(f"{name}Tensor", (), {
             "dtype": dtype, "_device": None, "is_cuda": True, "is_sparse": False, "__module__": "torch.cuda"})
         for name, dtype in LEGACY_DTYPES.items()})
+
+
+def default_tensor_type_for(index0: torch.device) -> Wrap:
+    """``torch.set_default_tensor_type`` on the CUDA stand-in (deprecated since PyTorch 2.1, still in old scripts:
+    ``torch.set_default_tensor_type("torch.cuda.FloatTensor")``, or the type itself). On a GPU's build a CUDA type
+    makes its dtype the default and CUDA the default backend, so that factories build on the GPU; this CPU
+    build refuses the type ("invalid type object"). Here a CUDA type sets its CPU twin (its dtype, PyTorch's own
+    check that it is a floating type, and PyTorch's deprecation warning), then ``index0`` as the default device, a
+    default the session ends with as with ``torch.set_default_device`` (grader/emulation/standin.py). A CPU type
+    sets its dtype, and the CPU as the default again where a CUDA type had set the device. (A ``Wrap``: the
+    function is patched where the learner's code holds it, and ``real`` is a working copy of PyTorch's.)"""
+
+    def make(real: Callable[..., Any]) -> Callable[..., None]:
+        made: list[object] = []  # the default-device context a CUDA type set, while it is the default
+
+        def set_default_tensor_type(t: Any, /) -> None:
+            if isinstance(t, str) and t.startswith("torch.cuda."):
+                t = legacy_tensor_types().get(t.removeprefix("torch.cuda."), t)
+            if isinstance(t, _LegacyTensorType):
+                real(getattr(torch, t.__name__))
+                torch.set_default_device(index0)
+                made[:] = [getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)]
+                return
+            real(t)
+            if made and getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is made[0]:
+                torch.set_default_device(None)
+            made.clear()
+
+        return set_default_tensor_type
+
+    return Wrap(make)
 
 
 def _copy_each(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:

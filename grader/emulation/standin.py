@@ -56,7 +56,13 @@ from grader.emulation.autocast import DeviceAutocast, kernels
 from grader.emulation.clocks import VirtualClocks, held_as_default
 from grader.emulation.generators import DeviceGenerator, generator_type_for
 from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, Target, patched
-from grader.emulation.runtime import CudaRuntime, MpsRuntime, cpu_build_cuda_patches, device_type_for
+from grader.emulation.runtime import (
+    CudaRuntime,
+    MpsRuntime,
+    cpu_build_cuda_patches,
+    default_tensor_type_for,
+    device_type_for,
+)
 from grader.emulation.storages import device_storages
 from grader.emulation.surface import Call, Surface, device_type_name
 from grader.reference import modes
@@ -618,6 +624,8 @@ class StandIn:
                                                   (torch, "Generator"): generator_type_for(self)}
             if self.kind == "mps" and torch.cuda.is_available():
                 replacements.update(cpu_build_cuda_patches())  # torch.cuda as a Mac has it, on a CUDA machine too
+            if self.kind == "cuda":  # a Mac's build refuses CUDA's types as this CPU build does
+                replacements[(torch, "set_default_tensor_type")] = default_tensor_type_for(self.index0)
             self._stack.enter_context(patched(replacements, self.code))
             if self.virtual_clock:
                 self._clocks()
@@ -673,9 +681,16 @@ def _default_device_context() -> Any:
 
 
 def _restore_default_device(saved: Any) -> None:
-    """torch.set_default_device("cuda") in the learner's code: it ends with the stand-in."""
-    current = _default_device_context()
-    if current is not saved:
-        if current is not None:
-            current.__exit__(None, None, None)
-        torch._GLOBAL_DEVICE_CONTEXT.device_context = saved
+    """torch.set_default_device("cuda") in the learner's code: it ends with the stand-in, and the default the
+    learner had before the session (its CPU run's ``torch.set_default_device(device)``) is set again.
+
+    Again, not put back: the learner's call in the session exited that context (took it off the mode stack), and
+    torch's record of the default must only ever name the context at the bottom of the stack. Its next
+    ``set_default_device`` exits the one the record names, and asserts a DeviceContext is at the bottom: a record
+    put back without its context made the learner's next call, in the next session, raise "Expected a
+    DeviceContext at the bottom of the mode stack", where a GPU, or a Mac, changes the default each time."""
+    if _default_device_context() is saved:
+        return
+    torch.set_default_device(None)  # exits the learner's (at the bottom, under the surface) and records none
+    if saved is not None:
+        torch.set_default_device(saved.device)
