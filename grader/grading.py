@@ -82,7 +82,7 @@ def grade(path: Path, course: Course, *, device: RequestedDevice = "auto", lang:
         # only if one of them imports it (grader/run/sandbox.py ``start_message``).
         sources = dict(submission.sources)
         run = run_in_lanes(sources, lanes_of(to_run, course.lanes, sources, lanes), device=device, limits=limits,
-                           launcher=launcher, seed=seed)
+                           launcher=launcher, seed=seed, helpers=submission.helpers)
         outcomes.update(never_named(explain_missing(run.outcomes, submission, run.stops), chosen, submission))
         top_level = top_level_stops(submission, run.stops, lang, limits)
         device_info = run.device or UNKNOWN_DEVICE

@@ -482,6 +482,35 @@ def test_folder_of_exercise_files_affects_each_exercise_alone(tmp_path: Path) ->
     assert submission.problems == {}
 
 
+def test_a_folder_s_other_modules_are_importable_helpers(tmp_path: Path) -> None:
+    """A folder's other ``.py`` files come along as modules its exercise files may import
+    (``from common import sync``), read as an exercise's file is; a name no ``import`` could spell, a
+    notebook, a link, an exercise's twin and what would take them past one file's size limit in all do not."""
+    folder = tmp_path / "ngo_h"
+    folder.mkdir()
+    (folder / "ex2_timing.py").write_text("from common import sync\n")
+    (folder / "common.py").write_text("def sync(device):\n    pass\n")
+    (folder / "plotting_utils.py").write_text("import matplotlib\n")
+    (folder / "ex2_timing (1).py").write_text("x = 1\n")  # an exercise's second download: not a module name
+    (folder / "class.py").write_text("x = 1\n")  # a keyword: `import class` does not parse
+    (folder / "submission.py").write_text("x = 1\n")  # the single-file form's module name
+    (folder / "big.py").write_text("x = 1\n" * 100)  # 600 bytes, over the limit alone
+    (folder / "zz_last.py").write_text("y = 2\n" * 30)  # 180 bytes, over what the two above leave of 200
+    write_notebook(folder / "scratch.ipynb", [v4.new_code_cell("x = 1")])
+    (folder / "linked.py").symlink_to(folder / "common.py")
+
+    submission = load_submission(folder, MODULES, max_bytes=200)
+
+    assert set(submission.sources) == {"ex2"}
+    assert [(h.module, h.origin, h.text) for h in submission.helpers] == [
+        ("common", "common.py", "def sync(device):\n    pass\n"),
+        ("plotting_utils", "plotting_utils.py", "import matplotlib\n"),
+    ]
+    single = tmp_path / "single.py"
+    single.write_text("def pick_device():\n    return 1\n")
+    assert load_submission(single, MODULES).helpers == ()
+
+
 def test_folder_files_renamed_on_their_way_are_found_when_unambiguous(tmp_path: Path) -> None:
     """An editor's capitals and dashes, a browser's second download ("ex5_amp (1).ipynb"): each still
     names one exercise's file, which is graded under the exercise's module; the name as written wins

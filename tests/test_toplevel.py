@@ -562,6 +562,58 @@ def test_the_top_level_runs_once_per_grading_and_finds_a_notebook_s_process_ther
         assert graded.report["top_level"] == []
 
 
+# ex2 with its clock and its synchronize in a module of their own beside it, the names bound at import.
+TIMING_WITH_A_HELPER = """import torch
+from common import now, sync
+
+
+def time_matmul(n, device, repeats=5):
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    a @ b
+    sync(device)
+    start = now()
+    for _ in range(repeats):
+        a @ b
+    sync(device)
+    return (now() - start) / repeats
+
+
+def speedup(n, device, repeats=3):
+    return time_matmul(n, torch.device("cpu"), repeats) / time_matmul(n, device, repeats)
+
+
+SMALL_N_ANSWER = "B"
+"""
+SYNCS = """from time import perf_counter as now
+
+import torch
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+"""
+NEVER_SYNCS = "from time import perf_counter as now\n\n\ndef sync(device):\n    pass\n"
+
+
+def test_an_exercise_imports_a_module_of_its_folder(tmp_path: Path, grade_forked: Any) -> None:
+    """A folder's ``common.py`` imported by its ``ex2_timing.py``, as the learner's own folder runs it: graded
+    without it, every check of ex2 was the NameError of a missing module ("imports `common`, which the
+    grading machine does not have": 3 of 20). The checks see through it: its clock, bound by name in the
+    helper, reads the stand-in's virtual time, and a helper that never synchronizes loses that check."""
+    graded = {name: grade_forked(folder_with(tmp_path, name, {"ex2_timing": TIMING_WITH_A_HELPER, "common": helper}))
+              for name, helper in (("syncs", SYNCS), ("never_syncs", NEVER_SYNCS))}
+    for run in graded.values():
+        assert run.code == 0 and run.report is not None, run.stderr
+        assert run.report["top_level"] == [], run.report["top_level"]
+    assert graded["syncs"].lost("ex2") == set()
+    lost = graded["never_syncs"].lost("ex2")
+    assert "ex2.synchronizes_before_reading_clock" in lost and "ex2.warms_up" not in lost, lost
+
+
 def test_definitions_after_a_demo_line_still_count(tmp_path: Path, grade_forked: Any) -> None:
     ex1 = "import torch\nprint(torch.cuda.get_device_name(0))\n" + solution_text("ex1")
     graded = grade_forked(folder_with(tmp_path, "demo_first", {"ex1_device": ex1}))

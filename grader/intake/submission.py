@@ -31,6 +31,7 @@ import codecs
 import errno
 import io
 import json
+import keyword
 import os
 import re
 import stat
@@ -50,6 +51,7 @@ from grader.wire.messages import Cell, Source
 ProblemKind = Literal["empty", "undecodable", "bad_notebook", "unsupported", "link", "too_large"]
 
 SINGLE_MODULE = "submission"
+MAX_HELPERS = 32  # a folder's other modules an exercise may import (``helpers_of``)
 
 
 # Tools leave these next to the learner's work; they are never the submission itself.
@@ -96,6 +98,8 @@ class Submission:
     submitted_as: str = ""  # the file or folder's name as the learner gave it, shown (grader/intake/names.py)
     # A folder's .py and .ipynb files that serve no exercise, shown: what an absent exercise's message lists.
     others: tuple[str, ...] = ()
+    # Those of its other .py files that an exercise can import by name (``helpers_of``).
+    helpers: tuple[Source, ...] = ()
 
 
 def load_submission(path: Path, exercise_modules: Mapping[str, str], *,
@@ -166,12 +170,36 @@ def _load_folder(folder: Path, learner: str, exercise_modules: Mapping[str, str]
     served = {exercise_modules[exercise] for exercise in (*sources, *problems)}
     others = tuple(shown(path.name) for path in candidates if path.name not in used and plain[path] not in served)
     if sources or problems:
-        return Submission(learner, folder, sources, problems, name, others)
+        helpers = helpers_of([path for path in candidates if path.name not in used], exercise_modules, max_bytes)
+        return Submission(learner, folder, sources, problems, name, others, helpers)
     # Two candidates (say a notebook and its .py export) would be a guess: grade neither.
     if len(candidates) == 1:
         single = _load_single(candidates[0], learner, exercise_modules, max_bytes)
         return Submission(learner, folder, single.sources, single.problems, name)
     return Submission(learner, folder, {}, {}, name, others)
+
+
+def helpers_of(files: list[Path], exercise_modules: Mapping[str, str], max_bytes: int) -> tuple[Source, ...]:
+    """A folder's other ``.py`` files that an exercise file can import, as in the learner's own folder
+    (``from common import sync`` beside ``common.py``): those whose name is a module name, not an exercise's,
+    read as an exercise's file is (no link), ``MAX_HELPERS`` at most and ``max_bytes`` in all (what one file may
+    hold: they travel to the learner process in its first message). Graded without them, an exercise that
+    imported one lost every check that called it (it "imports `common`, which the grading machine does not
+    have")."""
+    taken = {*exercise_modules.values(), SINGLE_MODULE}
+    helpers: list[Source] = []
+    left = max_bytes
+    for path in files:
+        module = path.stem
+        if path.suffix != ".py" or not module.isidentifier() or keyword.iskeyword(module) or module in taken:
+            continue
+        loaded = _load_file(path, path.name, module, left)  # one larger than what is left is not read
+        if isinstance(loaded, Source):
+            helpers.append(loaded)
+            left -= len(loaded.text.encode("utf-8", "surrogatepass"))
+        if len(helpers) == MAX_HELPERS or left <= 0:
+            break
+    return tuple(helpers)
 
 
 def folder_entries(folder: Path) -> list[os.DirEntry[str]]:

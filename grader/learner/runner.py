@@ -25,7 +25,7 @@ from grader.learner import torchstate
 from grader.learner.calls import Outcome, call, clear_learner_caches, lookup
 from grader.learner.instruments import counted_steps, metered, watch_amp
 from grader.learner.sessions import Session, open_session, place
-from grader.learner.toplevel import TopLevel, TopLevelLimits
+from grader.learner.toplevel import TopLevel, TopLevelLimits, place_helpers
 from grader.learner.worlds import world
 from grader.reference import problems
 from grader.wire.codec import ProtocolError, cut
@@ -121,6 +121,7 @@ class Runner:
         self.sources = dict(start.sources)
         limits = TopLevelLimits(start.cell_timeout_s, start.budget_s, frozenset(start.skip), frozenset(start.shown),
                                 None if start.run is None else frozenset(start.run))
+        place_helpers(start.helpers, start.workdir)
         self.toplevel = TopLevel(self.sources, start.workdir, limits, self._tell)
         self.toplevel.timed_out.update(start.timed_out)
         self.code = LearnerCode(tuple(sorted(self.toplevel.learner_dirs())), preloaded_modules())

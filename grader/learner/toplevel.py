@@ -271,6 +271,20 @@ def _is_definition(node: ast.stmt) -> bool:
     return True
 
 
+def place_helpers(helpers: tuple[Source, ...], workdir: str) -> None:
+    """A folder's other modules (``common.py`` beside ``ex2_timing.py``), written into the work dir before any
+    top level runs: an exercise's ``import common`` finds them there through ``sys.path``, as in the learner's own
+    folder, and the device layer's patches reach their names as they reach a module a ``%%writefile`` wrote
+    (both live in the work dir: ``TopLevel.learner_dirs``). One that cannot be written (the course's file-size
+    limit) is left out: its import then fails as any missing module's does."""
+    for helper in helpers:
+        with contextlib.suppress(OSError):
+            with open(os.path.join(workdir, f"{helper.module}.py"), "w", encoding="utf-8") as file:
+                file.write(helper.text)
+    if helpers:
+        importlib.invalidate_caches()
+
+
 class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Runs the learner modules of one plan, each once: in order, or when another one imports it."""
 

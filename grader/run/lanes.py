@@ -42,19 +42,20 @@ def lanes_of(checks: Sequence[CheckSpec], lanes: Sequence[Sequence[str]], source
 
 
 def run_in_lanes(sources: Mapping[str, Source], lanes: list[list[CheckSpec]], *, device: RequestedDevice,
-                 limits: Limits, launcher: Launcher, seed: int) -> SandboxRun:
+                 limits: Limits, launcher: Launcher, seed: int, helpers: tuple[Source, ...] = ()) -> SandboxRun:
     """Each lane's checks graded at once (``run_checks``, a thread each), merged as one run's results. Each
     lane has the course's limits, its wall clock and its top level's time included (its modules only), but
     keeps its share of ``output_kb``: the report holds no more of what the learner's code printed than one
     run's would."""
     if len(lanes) == 1:
-        return run_checks(sources, lanes[0], device=device, limits=limits, launcher=launcher, seed=seed)
+        return run_checks(sources, lanes[0], device=device, limits=limits, launcher=launcher, seed=seed,
+                          helpers=helpers)
     shared = dataclasses.replace(limits, output_kb=max(1, limits.output_kb // len(lanes)))
     stop = threading.Event()  # a Ctrl-C comes to this thread: the lanes' threads end their runs on it
     pool = concurrent.futures.ThreadPoolExecutor(len(lanes), thread_name_prefix="lane")
     try:
         futures = [pool.submit(run_checks, sources, lane, device=device, limits=shared, launcher=launcher, seed=seed,
-                               stop=stop) for lane in lanes]
+                               stop=stop, helpers=helpers) for lane in lanes]
         return merged([future.result() for future in futures])
     except BaseException:
         stop.set()

@@ -191,7 +191,8 @@ class _Pair:
 
 
 def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device: RequestedDevice, limits: Limits,
-               launcher: Launcher | None = None, seed: int = 0, stop: threading.Event | None = None) -> SandboxRun:
+               launcher: Launcher | None = None, seed: int = 0, stop: threading.Event | None = None,
+               helpers: tuple[Source, ...] = ()) -> SandboxRun:
     """Grade ``checks`` (all of exercises that have a source) in as few runs as possible. ``stop``: set by
     another thread (a Ctrl-C that thread received: grader/run/lanes.py), it ends the running pair and
     raises KeyboardInterrupt here, as a Ctrl-C in this thread would."""
@@ -199,7 +200,8 @@ def run_checks(sources: Mapping[str, Source], checks: list[CheckSpec], *, device
     workdir = root / "work"
     workdir.mkdir()
     try:
-        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher(), seed, stop).run()
+        return _Runner(workdir, sources, checks, device, limits, launcher or ExecLauncher(), seed, stop,
+                       helpers).run()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -216,8 +218,9 @@ def _end_learner(learner: Child, token: str) -> None:
 class _Runner:
     def __init__(self, workdir: Path, sources: Mapping[str, Source], checks: list[CheckSpec],  # noqa: PLR0917
                  device: RequestedDevice, limits: Limits, launcher: Launcher, seed: int = 0,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, helpers: tuple[Source, ...] = ()) -> None:
         self.workdir, self.sources = workdir, sources
+        self.helpers = helpers  # a folder's other modules, importable by the exercises' (grader/wire/messages.py)
         self.stop = stop
         self.seed = seed  # to the judge only, in its Plan: every run of this grading draws the same problems
         self.checks = {c.id: c for c in checks}
@@ -255,7 +258,8 @@ class _Runner:
         run = tuple(dict.fromkeys(s.module for ex, s in self.sources.items() if ex in wanted))
         return Start(dict(self.sources), self.learner_workdir(),
                      self.limits.cell_timeout_s, max(self.limits.top_level_timeout_s - self.top_level_spent, 0.0),
-                     tuple(sorted(self.skip)), tuple(sorted(self.timed_out)), tuple(sorted(self.shown)), run)
+                     tuple(sorted(self.skip)), tuple(sorted(self.timed_out)), tuple(sorted(self.shown)), run,
+                     self.helpers)
 
     def run(self) -> SandboxRun:
         while self.pending():

@@ -266,6 +266,9 @@ class Start:
     # The modules whose top level runs, in order (None: every one); the others run only when one imports
     # them (`from ex1_device import pick_device`): a restart's or a lane's (grader/run/lanes.py) own exercises.
     run: tuple[str, ...] | None = None
+    # A folder's other modules (``common.py`` beside ``ex2_timing.py``): written into the work dir, where an
+    # exercise's ``import common`` finds them as in the learner's own folder (grader/learner/toplevel.py).
+    helpers: tuple[Source, ...] = ()
 
 
 @dataclass(frozen=True)
