@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import torch
 
 from grader.emulation.patching import Injected, LearnerCode, Wrap, patched, standing_for
-from grader.emulation.surface import LEGACY_DTYPES
+from grader.emulation.surface import LEGACY_DTYPES, default_device_context
 from grader.reference.device import CAPABILITY, NAMES, NO_CUDA, TOTAL_MEMORY
 
 MiB = 1024 * 1024
@@ -461,20 +461,21 @@ def default_tensor_type_for(index0: torch.device) -> Wrap:
     function is patched where the learner's code holds it, and ``real`` is a working copy of PyTorch's.)"""
 
     def make(real: Callable[..., Any]) -> Callable[..., None]:
-        made: list[object] = []  # the default-device context a CUDA type set, while it is the default
+        made: object = None  # the default-device context a CUDA type set
 
         def set_default_tensor_type(t: Any, /) -> None:
+            nonlocal made
             if isinstance(t, str) and t.startswith("torch.cuda."):
                 t = legacy_tensor_types().get(t.removeprefix("torch.cuda."), t)
             if isinstance(t, _LegacyTensorType):
                 real(getattr(torch, t.__name__))
                 torch.set_default_device(index0)
-                made[:] = [getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)]
+                made = default_device_context()
                 return
             real(t)
-            if made and getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is made[0]:
+            if made is not None and default_device_context() is made:
                 torch.set_default_device(None)
-            made.clear()
+            made = None
 
         return set_default_tensor_type
 

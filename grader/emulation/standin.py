@@ -64,7 +64,7 @@ from grader.emulation.runtime import (
     device_type_for,
 )
 from grader.emulation.storages import device_storages
-from grader.emulation.surface import Call, Surface, device_type_name
+from grader.emulation.surface import Call, Surface, default_device_context, device_type_name
 from grader.reference import modes
 from grader.reference.device import MPS_FLOAT64, NO_CUDA, TOTAL_MEMORY, CostModel
 from grader.reference.meter import MemoryMeter, Storages, counted, never_compiled, storage_key, tensors
@@ -631,7 +631,7 @@ class StandIn:
                 self._clocks()
             self._stack.enter_context(DeviceAutocast(self.kind, self.on_device).active())
             self._stack.enter_context(device_storages(self))
-            saved = _default_device_context()
+            saved = default_device_context()
             self._stack.enter_context(Surface(self))
             # Closed before the surface's mode is popped: see _restore_default_device.
             self._stack.callback(_restore_default_device, saved)
@@ -676,10 +676,6 @@ def _every_thread(device: StandIn) -> Iterator[None]:
         threading.Thread._bootstrap_inner = original  # type: ignore[attr-defined]
 
 
-def _default_device_context() -> Any:
-    return getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
-
-
 def _restore_default_device(saved: Any) -> None:
     """torch.set_default_device("cuda") in the learner's code: it ends with the stand-in, and the default the
     learner had before the session (its CPU run's ``torch.set_default_device(device)``) is set again.
@@ -689,7 +685,7 @@ def _restore_default_device(saved: Any) -> None:
     ``set_default_device`` exits the one the record names, and asserts a DeviceContext is at the bottom: a record
     put back without its context made the learner's next call, in the next session, raise "Expected a
     DeviceContext at the bottom of the mode stack", where a GPU, or a Mac, changes the default each time."""
-    if _default_device_context() is saved:
+    if default_device_context() is saved:
         return
     torch.set_default_device(None)  # exits the learner's (at the bottom, under the surface) and records none
     if saved is not None:

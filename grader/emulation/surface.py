@@ -64,6 +64,12 @@ def _handled() -> frozenset[Any]:
     return frozenset({*_device_constructors(), *DATA_CONSTRUCTORS, *methods})
 
 
+def default_device_context() -> Any:
+    """torch's record of this thread's default device (``torch.set_default_device``): the DeviceContext it
+    names, None when none is set. Its next ``set_default_device`` exits this one."""
+    return getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+
+
 def _default_device() -> torch.device | None:
     """The device torch.set_default_device (or ``with torch.device(...)``) made this thread's default,
     if any. Its mode sits at the bottom of the thread's mode stack, below this one: it has not yet
