@@ -101,6 +101,16 @@ def median(repeats: int, cmd: Sequence[str]) -> Timed:
     return Timed(statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs))
 
 
+def paired(repeats: int, command: Sequence[str], prefix: Sequence[str] = ()) -> tuple[Timed, Timed, list[float]]:
+    """``repeats`` pairs, each a bare ``import torch`` and then ``command`` (both behind ``prefix``): each side's
+    medians and the pairs' own ratios, sorted. This machine's speed drifts by a third within minutes, and a
+    ratio of two medians taken minutes apart drifts with it."""
+    pairs = [(timed([*prefix, PY, "-c", "import torch"]), timed([*prefix, *command])) for _ in range(repeats)]
+    first = Timed(statistics.median(t.wall for t, _ in pairs), statistics.median(t.cpu for t, _ in pairs))
+    second = Timed(statistics.median(g.wall for _, g in pairs), statistics.median(g.cpu for _, g in pairs))
+    return first, second, sorted(g.wall / t.wall for t, g in pairs)
+
+
 def grade(submission: Path, out: Path, *extra: str) -> list[str]:
     return [PY, "-m", "grader", "grade", str(submission), "-o", str(out), "--quiet", "--lang", "en", *extra]
 
@@ -145,12 +155,8 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
         shutil.copytree(ROOT / "solutions", solutions, ignore=shutil.ignore_patterns("__pycache__"))
         report_path = work / "solutions.yaml"
 
-        # Target 1 in pairs, an `import torch` and then a grading, each pair's own ratio: this machine's
-        # speed drifts by a third within minutes, and a ratio of two medians taken minutes apart drifts with it.
-        pairs = [(timed([PY, "-c", "import torch"]), timed(grade(solutions, report_path))) for _ in range(args.repeats)]
-        torch = Timed(statistics.median(t.wall for t, _ in pairs), statistics.median(t.cpu for t, _ in pairs))
-        graded = Timed(statistics.median(g.wall for _, g in pairs), statistics.median(g.cpu for _, g in pairs))
-        ratios = sorted(g.wall / t.wall for t, g in pairs)
+        # Target 1 in pairs, an `import torch` and then a grading, each pair's own ratio (``paired``).
+        torch, graded, ratios = paired(args.repeats, grade(solutions, report_path))
         print(f"python -c 'import torch': {torch.wall:.2f} s wall, {torch.cpu:.2f} s CPU")
         report: dict[str, Any] = yaml.safe_load(report_path.read_text(encoding="utf-8"))
         unisolated = median(args.repeats, grade(solutions, work / "none.yaml", "--isolation", "none"))
@@ -165,13 +171,10 @@ def main() -> int:  # noqa: PLR0914 - one run, many figures
         # Not a target: the same pair pinned to one core (a Slurm task of one CPU, a small container), where the
         # grading's two imports of torch (its judge's and its learner process's) run one after the other.
         pinned = ["taskset", "-c", str(min(os.sched_getaffinity(0)))]
-        one_core = [(timed([*pinned, PY, "-c", "import torch"]), timed([*pinned, *grade(solutions, report_path)]))
-                    for _ in range(args.repeats)]
-        one_ratios = sorted(g.wall / t.wall for t, g in one_core)
+        one_torch, one_graded, one_ratios = paired(args.repeats, grade(solutions, report_path), pinned)
         print(f"   on one core (taskset, not a target): {statistics.median(one_ratios):.2f} x (median of "
-              f"{len(one_ratios)} pairs, {one_ratios[0]:.2f}-{one_ratios[-1]:.2f}; "
-              f"{statistics.median(g.wall for _, g in one_core):.2f} s against "
-              f"{statistics.median(t.wall for t, _ in one_core):.2f} s): its two imports of torch one after the other")
+              f"{len(one_ratios)} pairs, {one_ratios[0]:.2f}-{one_ratios[-1]:.2f}; {one_graded.wall:.2f} s against "
+              f"{one_torch.wall:.2f} s): its two imports of torch one after the other")
 
         cls, pair = work / "class", work / "pair"
         for i in range(args.learners):
