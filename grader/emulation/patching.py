@@ -26,7 +26,7 @@ import contextlib
 import functools
 import sys
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +207,31 @@ class _Redirect:
     def undo(self) -> None:
         self.func.__code__, self.func.__defaults__, self.func.__kwdefaults__ = self.saved
         self.func.__globals__.pop(self.name, None)
+
+
+@contextlib.contextmanager
+def heard(functions: Iterable[Callable[..., Any]], hear: Callable[[], None]) -> Iterator[None]:
+    """Each of ``functions`` (Python functions; others are left alone) calls ``hear()`` first, for the duration,
+    wherever it is held: its code object is redirected (``_Redirect``) to a working copy of itself that hears
+    first. Nothing is set on its module, so a name bound meanwhile (``from torch.cuda import is_available``)
+    holds the function object itself, which a session's ``patched`` finds later."""
+    redirects: list[_Redirect] = []
+    try:
+        for func in functions:
+            if _redirectable(func) and all(r.func is not func for r in redirects):
+                redirects.append(_Redirect(func, _hearing(_copy(func), hear)))  # type: ignore[arg-type]
+        yield
+    finally:
+        for redirect in reversed(redirects):
+            redirect.undo()
+
+
+def _hearing(original: Callable[..., Any], hear: Callable[[], None]) -> Callable[..., Any]:
+    def hearing(*args: Any, **kwargs: Any) -> Any:
+        hear()
+        return original(*args, **kwargs)
+
+    return hearing
 
 
 def _resolve(replacements: Mapping[Target, object]) -> dict[Target, object]:

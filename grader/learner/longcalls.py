@@ -62,6 +62,9 @@ class PartedProducts(TorchFunctionMode):
         self.time_left = time_left
         self.clock = clock  # the real clock, taken before the learner's code could replace time.monotonic
         self.part_flop = part_flop
+        # Torch functions called under it but ``torch.device(...)``: a top-level statement that made none did no
+        # tensor work (grader/learner/onmachine.py).
+        self.calls = 0
 
     def __enter__(self) -> PartedProducts:
         _push_mode(self)
@@ -74,6 +77,8 @@ class PartedProducts(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
+        if func is not torch.device:
+            self.calls += 1
         if func in _PRODUCTS and not kwargs and len(args) == 2 and not torch.compiler.is_compiling():
             rows = _rows(args[0], args[1], self.part_flop)
             if rows:

@@ -24,8 +24,9 @@ from grader.emulation.patching import NO_LEARNER_CODE, LearnerCode, preloaded_mo
 from grader.learner import torchstate
 from grader.learner.calls import Outcome, call, clear_learner_caches, lookup
 from grader.learner.instruments import counted_steps, metered, watch_amp
+from grader.learner.onmachine import asked_again
 from grader.learner.sessions import Session, open_session, place
-from grader.learner.toplevel import TopLevel, TopLevelLimits, place_helpers
+from grader.learner.toplevel import TimeUp, TopLevel, TopLevelLimits, place_helpers
 from grader.learner.worlds import world
 from grader.reference import problems
 from grader.wire.codec import ProtocolError, cut
@@ -188,15 +189,23 @@ class Runner:
         session = open_session(request, self.code, self.gpu_share)
         stack = contextlib.ExitStack()
         stack.enter_context(session)
-        self.levels.append(_Level(stack, session))
+        self._ask_again(stack)
+        self.levels.append(_Level(stack, session, sent=len(session.events)))
         return DeviceOpened(session.mode, session.label)
 
     def open_world(self, request: OpenWorld) -> Answer:
         stack = contextlib.ExitStack()
         stack.enter_context(world(self.code, cuda=request.cuda, mps=request.mps, mps_built=request.mps_built,
                                   cuda_count=request.cuda_count))
+        self._ask_again(stack)
         self.levels.append(_Level(stack))
         return Answer(None)
+
+    def _ask_again(self, stack: contextlib.ExitStack) -> None:
+        """The top-level statements that asked which machine this is, run again on the one just opened
+        (grader/learner/onmachine.py); what they did there is not the check's, so its events are not sent."""
+        if self.toplevel is not None and self.toplevel.machine_statements:
+            stack.enter_context(asked_again(self.toplevel.machine_statements, self.toplevel.alarm, TimeUp))
 
     def close(self) -> Closed:
         if not self.levels:

@@ -51,6 +51,7 @@ from typing import IO, Any
 from grader.learner import torchstate
 from grader.learner.kernel import NoInput, NotRunHere
 from grader.learner.longcalls import UNCUT, OutlastsCell, PartedProducts
+from grader.learner.onmachine import Asked, MachineStatement, names_of
 from grader.reference.device import FILE_LIMIT_SIGNS, MEMORY_SIGNS
 from grader.reference.modes import TORCH_STACK_CODE, TORCH_STACK_GENERATORS
 from grader.wire.messages import Cell, CellStop, Source, StopKind, TopLevelEvent
@@ -303,7 +304,12 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         # the innermost one is the learner's code's (or PyTorch's, for it), and is waited for.
         self._armed_by: list[types.FrameType | None] = []
         self._previous_handler: Any = None
-        self._parting = False  # a cell's large products run in parts (``_products``)
+        self._parting: PartedProducts | None = None  # a cell's large products run in parts (``_products``)
+        # The top-level statements that asked which machine this is (grader/learner/onmachine.py), heard while
+        # ``run_all`` runs: each device session and simulated machine runs them again.
+        self.machine_statements: list[MachineStatement] = []
+        self._machine_names: dict[int, set[str]] = {}  # by namespace: the names those statements bind
+        self._asked: Asked | None = None
         sys.meta_path.insert(0, self)
 
     # -- the import system's side: `import ex1_device` from another learner file -------------
@@ -349,9 +355,11 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.import_module(name)
 
     def run_all(self) -> None:
-        for name in self.sources:
-            if self.limits.run is None or name in self.limits.run:
-                self.module(name)
+        with Asked() as self._asked:
+            for name in self.sources:
+                if self.limits.run is None or name in self.limits.run:
+                    self.module(name)
+        self._asked = None
 
     # -- one cell ----------------------------------------------------------------------------
     def budget_left(self) -> float:
@@ -383,7 +391,10 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             with self.alarm(min(self.limits.cell_timeout_s, self.budget_left())), \
                     Uncut(_unprinted((source.module, index) in self.limits.shown)), Uncut(self._products()):
                 for node in tree.body:
-                    exec(compile(ast.Module([node], []), filename, "exec", dont_inherit=True), namespace)  # noqa: S102
+                    code = compile(ast.Module([node], []), filename, "exec", dont_inherit=True)
+                    asked = self._before_statement()
+                    exec(code, namespace)  # noqa: S102
+                    self._after_statement(asked, node, code, namespace)
                 node = None
         except BaseException as exc:  # noqa: BLE001 - whatever the learner's cell does, the next one runs
             kind = classify(exc)
@@ -408,20 +419,39 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.listener(TopLevelEvent("cell_stop", source.module, index, cell.label,
                                     stop=CellStop(source.module, index, cell.label, in_cell, kind, error, kept)))
 
+    def _before_statement(self) -> tuple[int, int] | None:
+        """The machine questions heard and torch functions called so far, or None when neither is counted."""
+        if self._asked is None or self._parting is None:
+            return None
+        self._asked.forget()
+        return self._asked.heard, self._parting.calls
+
+    def _after_statement(self, counted: tuple[int, int] | None, node: ast.stmt, code: types.CodeType,
+                         namespace: dict[str, Any]) -> None:
+        """Keep a statement that bound names from the machine: it asked which machine this is, or read a name an
+        earlier such statement bound (``synchronize = torch.cuda.synchronize if device_type == "cuda" else
+        ...``), and it did no tensor work."""
+        if counted is None or self._asked is None or self._parting is None or self._parting.calls != counted[1]:
+            return
+        bound, read = names_of(node)
+        machine_names = self._machine_names.setdefault(id(namespace), set())
+        if bound and (self._asked.heard != counted[0] or not read.isdisjoint(machine_names)):
+            self.machine_statements.append(MachineStatement(code, namespace, bound))
+            machine_names.update(bound)
+
     @contextlib.contextmanager
     def _products(self) -> Iterator[None]:
         """Large CPU products in parts the cell's limit can stop (grader/learner/longcalls.py); once,
         for a cell that imports another learner module."""
-        if self._parting:
+        if self._parting is not None:
             yield
             return
         try:
-            self._parting = True
             with PartedProducts(lambda: self._deadlines[-1] - _monotonic() if self._deadlines else math.inf,
-                                clock=_monotonic):
+                                clock=_monotonic) as self._parting:
                 yield
         finally:
-            self._parting = False
+            self._parting = None
 
     def _keep_definitions(self, source: Source, nodes: list[ast.stmt],
                           namespace: dict[str, Any]) -> tuple[str, ...]:

@@ -1,0 +1,214 @@
+"""The learner's top-level statements that ask which machine this is, run again on each machine graded.
+
+The lesson's own pattern ("device-agnostic"): once, at the top of the notebook,
+
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+    elif torch.backends.mps.is_available():
+        device = torch.device("mps")
+    else:
+        device = torch.device("cpu")
+
+"and then use the variable `device` everywhere". On a real machine that statement runs there: on a GPU
+`device` is cuda, on a Mac mps. Here the learner's top level runs once, on the grading machine (a CPU),
+before any stand-in session or any of ex1's simulated machines exists; so a `pick_device()` that returns
+that `device` answered cpu on every simulated machine (94/100 for a submission right on every real one),
+and a module-level `HAS_CUDA = torch.cuda.is_available()` that a function reads was False in the CUDA
+stand-in's session.
+
+So while the top level runs, PyTorch's functions that answer which devices this machine has
+(``QUESTIONS``) tell ``Asked`` when they are called, wherever the learner's code holds them
+(grader/emulation/patching.py ``heard``: the function objects stay the ones the learner's names hold).
+A top-level statement that binds names, made no torch function call (the cell's products mode counts
+them: grader/learner/longcalls.py), and asked, or read a name such a statement bound before it (nanochat's
+``synchronize = torch.cuda.synchronize if device_type == "cuda" else lambda: None``), is a
+``MachineStatement`` (grader/learner/toplevel.py). Each device session and each simulated machine runs
+those statements again when it opens (``asked_again``), as the top level would have run on that machine,
+and puts the names back when it closes. A statement that also computed with tensors (a demo training, a
+model built on the device) is not run again: it is the demo's, not a question's; nor is one that binds
+nothing (``print(device)``).
+
+Not covered: a statement that changes PyTorch's state rather than binding a name
+(``torch.set_default_device(...)`` at the top: every check starts without a default device anyway,
+grader/learner/torchstate.py), and a machine question asked in a helper module the folder's exercise
+imports (its import runs once).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import importlib
+import io
+import types
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.emulation.patching import heard
+
+# Where PyTorch answers which devices this machine has: (module, function names). Each is a Python function
+# of PyTorch's own (or an lru_cache around one), which the stand-ins and ex1's worlds answer for.
+QUESTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("torch.cuda", ("is_available", "device_count", "current_device", "get_device_name", "get_device_properties",
+                    "get_device_capability", "is_bf16_supported", "mem_get_info")),
+    ("torch.backends.mps", ("is_available", "is_built")),
+    ("torch.mps", ("is_available", "device_count")),
+    ("torch.accelerator", ("is_available", "current_accelerator", "device_count", "current_device_index")),
+)
+RERUN_LIMIT_S = 1.0  # a question is answered in microseconds; a statement past this is stopped and left as it was
+
+
+@functools.cache
+def _questions() -> tuple[tuple[Callable[..., Any], ...], tuple[Any, ...]]:
+    """The functions of ``QUESTIONS`` this build has (the function inside an lru_cache), and those caches."""
+    functions: list[Callable[..., Any]] = []
+    caches: list[Any] = []
+    for module_name, names in QUESTIONS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in names:
+            func = getattr(module, name, None)
+            if hasattr(func, "cache_clear"):
+                caches.append(func)
+                func = getattr(func, "__wrapped__", None)
+            if callable(func):
+                functions.append(func)
+    return tuple(functions), tuple(caches)
+
+
+class Asked:
+    """For the duration, ``heard`` counts the calls of PyTorch's machine questions (``QUESTIONS``)."""
+
+    def __init__(self) -> None:
+        self.heard = 0
+        self._listening: contextlib.ExitStack | None = None
+
+    def _hear(self) -> None:
+        self.heard += 1
+
+    def __enter__(self) -> Asked:
+        functions, _ = _questions()
+        self._listening = contextlib.ExitStack()
+        self._listening.enter_context(heard(functions, self._hear))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._listening is not None:
+            self._listening.close()
+        self.forget()
+
+    def forget(self) -> None:
+        """Before each top-level statement: an lru_cache around a question (``torch.backends.mps.is_available``)
+        forgets its answer, so that the statement's own question is heard."""
+        for cache in _questions()[1]:
+            cache.cache_clear()
+
+
+@dataclass(frozen=True)
+class MachineStatement:
+    """One top-level statement that asked which machine this is: its code, its module's namespace, and the
+    names it binds there."""
+
+    code: types.CodeType
+    namespace: dict[str, Any] = field(repr=False)
+    names: tuple[str, ...] = ()
+
+
+class _Names(ast.NodeVisitor):
+    """The module-level names a top-level statement binds and those it reads as it runs (``names_of``)."""
+
+    def __init__(self) -> None:
+        self.bound: list[str] = []
+        self.read: set[str] = set()
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store):
+            self.bound.append(node.id)
+        else:
+            self.read.add(node.id)
+
+    def _defined(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A ``def`` binds its name; its decorators and defaults run now, its body when called."""
+        self.bound.append(node.name)
+        for expr in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
+            if expr is not None:
+                self.visit(expr)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _defined  # noqa: N815
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        """A ``class`` binds its name; its bases, decorators and body run now (its methods' bodies do not)."""
+        self.bound.append(node.name)
+        inner = _Names()
+        for expr in (*node.bases, *node.decorator_list, *node.body):
+            inner.visit(expr)
+        self.read |= inner.read
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for expr in (*node.args.defaults, *node.args.kw_defaults):
+            if expr is not None:
+                self.visit(expr)
+
+    def visit_alias(self, node: ast.alias) -> None:
+        self.bound.append(node.asname or node.name.split(".")[0])
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        """A comprehension's target is its own (the walrus aside); what it iterates and tests is read."""
+        for expr in (node.iter, *node.ifs):
+            self.visit(expr)
+
+
+def names_of(node: ast.stmt) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The module-level names a top-level statement binds (its targets and those of the statements nested in
+    it: an ``if``/``elif``/``else``, a ``try``; a ``def``'s or a ``class``'s own name; never a name inside a
+    function or a class body), and the names it reads as it runs (not inside a function's body or a lambda's,
+    which run later, when called)."""
+    names = _Names()
+    names.visit(node)
+    return tuple(dict.fromkeys(names.bound)), frozenset(names.read)
+
+
+@contextlib.contextmanager
+def asked_again(statements: list[MachineStatement], limit: Callable[[float], contextlib.AbstractContextManager[None]],
+                too_slow: type[BaseException]) -> Iterator[None]:
+    """Run ``statements`` again, in order, on the machine now in place; their names are put back at the end.
+
+    What they print is not shown (the top level showed it once), nor their warnings. One that raises leaves its
+    names as they were; one stopped at ``limit(RERUN_LIMIT_S)`` (a cell's alarm, which raises ``too_slow``) too,
+    and it is dropped from ``statements``: no later session of the process waits for it again. (One that turns the
+    alarm off itself is stopped with its process at each check's limit, the submission's own wall-clock limit
+    at worst: what nine learner functions that each turn it off cost too.)"""
+    saved: list[tuple[dict[str, Any], str, Any]] = []
+    try:
+        for statement in list(statements):
+            before = [(statement.namespace, name, statement.namespace.get(name, _MISSING)) for name in statement.names]
+            saved.extend(before)
+            try:
+                with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                        contextlib.redirect_stderr(io.StringIO()), limit(RERUN_LIMIT_S):
+                    warnings.simplefilter("ignore")
+                    exec(statement.code, statement.namespace)  # noqa: S102 - the learner's own statement, in its process
+            except too_slow:
+                _put_back(before)
+                statements.remove(statement)
+            except BaseException:  # noqa: BLE001 - whatever the statement raises, the machine's checks go on
+                _put_back(before)
+        yield
+    finally:
+        _put_back(saved)
+
+
+_MISSING = object()
+
+
+def _put_back(saved: list[tuple[dict[str, Any], str, Any]]) -> None:
+    for namespace, name, value in reversed(saved):
+        if value is _MISSING:
+            namespace.pop(name, None)
+        else:
+            namespace[name] = value
