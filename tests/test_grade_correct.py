@@ -89,3 +89,32 @@ def test_a_file_in_the_code_page_its_coding_line_names_grades_like_its_utf8_orig
     assert graded.exercise("ex1")["status"] == "passed", graded.exercise("ex1")["checks"]
     ex3 = graded.exercise("ex3")
     assert ex3["status"] == "error" and "UTF-8" in ex3["checks"][0]["message"], ex3
+
+
+def test_the_multiple_choice_answer_in_the_forms_learners_write_it(
+        tmp_path: Path, grade_forked: Callable[..., Graded]) -> None:
+    """The stub lists its options as "B) …": an answer that copies the option line, brackets its letter or says it
+    in a sentence names B and gets the check's points (it was "must be one letter", 3 points lost). One that names
+    two choices is no answer, and "A) …" is still A."""
+    from grader.checks.ex2_timing.test_small_n_answer import chosen  # noqa: PLC0415 - the check's own reader
+
+    option = "B) kernel-launch and host↔device transfer overhead dominate such a small amount of work"
+    for answer in ("B", " b ", "(B)", "b)", "B.", option, "b) overhead khởi chạy kernel và truyền dữ liệu host↔device",
+                   "Đáp án: B", "Answer: B"):
+        assert chosen(answer) == "B", answer
+    for answer in ("B or C", "ABCD", "A B", "Bx", "overhead", "B1"):
+        assert chosen(answer) is None, answer
+    assert chosen("A) each GPU core is slower than a CPU core") == "A"
+
+    graded = {}
+    for name, answer in (("option_line", option), ("two_choices", "B or C")):
+        text = (SOLUTIONS / "ex2_timing.py").read_text(encoding="utf-8").replace(
+            'SMALL_N_ANSWER = "B"', f"SMALL_N_ANSWER = {answer!r}")
+        assert answer in text
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "ex2_timing.py").write_text(text, encoding="utf-8")
+        graded[name] = grade_forked(folder)
+    assert graded["option_line"].check("ex2.small_n_answer")["status"] == "passed"
+    check = graded["two_choices"].check("ex2.small_n_answer")
+    assert check["status"] == "failed" and "must be one letter" in check["message"], check
