@@ -118,3 +118,30 @@ def test_the_multiple_choice_answer_in_the_forms_learners_write_it(
     assert graded["option_line"].check("ex2.small_n_answer")["status"] == "passed"
     check = graded["two_choices"].check("ex2.small_n_answer")
     assert check["status"] == "failed" and "must be one letter" in check["message"], check
+
+
+def test_a_cpu_named_by_platform_processor_has_a_name_on_every_grading_host(
+        tmp_path: Path, grade_forked: Callable[..., Graded], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``describe_device(cpu)`` named by ``platform.processor()``: "x86_64" on Colab's and Kaggle's Ubuntu, "arm" on
+    a Mac, but "" where the grading host's ``uname -p`` says "unknown" (Debian, this project's machines), which lost
+    ex1.describe_device_cpu. The learner process answers the architecture there, as Ubuntu does."""
+    import platform  # noqa: PLC0415
+
+    from grader.learner.sessions import name_the_processor  # noqa: PLC0415
+
+    debian = platform.uname_result("Linux", "host", "6.1", "#1 SMP", "x86_64")
+    vars(debian)["processor"] = ""  # what `uname -p` = "unknown" gives
+    monkeypatch.setattr(platform, "_uname_cache", debian)
+    assert platform.processor() == ""
+    name_the_processor()
+    assert platform.processor() == "x86_64"
+    monkeypatch.undo()
+
+    text = (SOLUTIONS / "ex1_device.py").read_text(encoding="utf-8")
+    named = 'platform.processor() or platform.machine() or "cpu"'
+    assert named in text
+    folder = tmp_path / "processor_name"
+    folder.mkdir()
+    (folder / "ex1_device.py").write_text(text.replace(named, "platform.processor()"), encoding="utf-8")
+    graded = grade_forked(folder)
+    assert graded.check("ex1.describe_device_cpu")["status"] == "passed", graded.check("ex1.describe_device_cpu")
