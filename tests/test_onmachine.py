@@ -105,27 +105,39 @@ model = torch.nn.Linear(2, 2).to(pick_device())
         assert runner.toplevel.machine_statements == []  # type: ignore[union-attr]
 
 
-SLOW_ELSEWHERE = '''
+ELSEWHERE = '''
 import time
 import torch
 
 WARM = torch.cuda.is_available() and [time.sleep(0.05) for _ in range(400)]
+RAN = []
+if torch.cuda.is_available():  # the lesson's speed test, as a demo cell guards it
+    N = 64
+    a = torch.randn(N, N, device="cuda")
+    b = torch.randn(N, N, device="cuda")
+    c = a @ b
+    RAN.append("the demo")
+else:
+    N = 0
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 '''
 
 
-def test_a_statement_too_slow_on_another_machine_is_stopped_and_dropped(tmp_path: Path) -> None:
-    """A question whose other branch runs long (a GPU warm-up loop) is stopped at the re-run's limit, its names
-    left as the top level made them, and no later session of the process runs it again."""
-    with learner_runner(tmp_path, SLOW_ELSEWHERE) as (runner, module):
+def test_a_demo_or_a_slow_statement_on_another_machine_is_stopped_and_dropped(tmp_path: Path) -> None:
+    """A question whose other branch is a demo (the lesson's speed test under `if torch.cuda.is_available():`) is
+    stopped at its first tensor op, and one whose other branch runs long (a warm-up loop) at the re-run's limit:
+    their names are left as the top level made them, and no later session of the process runs them again."""
+    with learner_runner(tmp_path, ELSEWHERE) as (runner, module):
         statements = runner.toplevel.machine_statements  # type: ignore[union-attr]
-        assert [s.names for s in statements] == [("WARM",), ("device",)]
+        assert [s.names for s in statements] == [("WARM",), ("N", "a", "b", "c"), ("device",)]
         runner.answer(OpenDevice("cuda", standin=True))
-        assert module.WARM is False and module.device.type == "cuda"
+        assert module.WARM is False and module.N == 0 and not hasattr(module, "c")
+        assert module.RAN == []  # stopped at its first tensor op, not after the demo
+        assert module.device.type == "cuda"
         assert [s.names for s in statements] == [("device",)]
         runner.close()
         runner.answer(OpenWorld(cuda=True, mps=False))
-        assert module.WARM is False and module.device.type == "cuda"
+        assert module.WARM is False and module.N == 0 and module.device.type == "cuda"
         runner.close()
 
 

@@ -42,6 +42,7 @@ PACE_MARGIN = 2.0  # the rest must need this many times the time left: a machine
 _PRODUCTS = frozenset({torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm,
                        torch.bmm, torch.Tensor.bmm})
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_DEVICE_CLASS = torch.device  # the real class (a simulated machine stands another in for it)
 
 
 class OutlastsCell(BaseException):
@@ -77,7 +78,7 @@ class PartedProducts(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
-        if func is not torch.device:
+        if func is not _DEVICE_CLASS:
             self.calls += 1
         if func in _PRODUCTS and not kwargs and len(args) == 2 and not torch.compiler.is_compiling():
             rows = _rows(args[0], args[1], self.part_flop)

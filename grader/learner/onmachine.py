@@ -47,7 +47,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+from torch.overrides import TorchFunctionMode
+
 from grader.emulation.patching import heard
+from grader.reference.modes import LeavesFromUnder
 
 # Where PyTorch answers which devices this machine has: (module, function names). Each is a Python function
 # of PyTorch's own (or an lru_cache around one), which the stand-ins and ex1's worlds answer for.
@@ -59,6 +63,23 @@ QUESTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("torch.accelerator", ("is_available", "current_accelerator", "device_count", "current_device_index")),
 )
 RERUN_LIMIT_S = 1.0  # a question is answered in microseconds; a statement past this is stopped and left as it was
+DEVICE_CLASS = torch.device  # the real class, read before any session or simulated machine stands in for it
+
+
+class TensorWork(BaseException):
+    """A statement run again computed with tensors: a demo's (not an Exception: the learner's ``except
+    Exception`` lets it through)."""
+
+
+class _NoTensorWork(LeavesFromUnder, TorchFunctionMode):
+    """While a statement runs again, its first torch function call but ``torch.device(...)`` stops it: the
+    lesson's speed test under ``if torch.cuda.is_available():`` asked, and on the CPU did no tensor work, but on
+    the CUDA stand-in it multiplies two 5000 × 5000 matrices (1.6 s of a notebook's grading, measured)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is DEVICE_CLASS:
+            return func(*args, **(kwargs or {}))
+        raise TensorWork(getattr(func, "__name__", "a torch function"))
 
 
 @functools.cache
@@ -179,10 +200,12 @@ def asked_again(statements: list[MachineStatement], limit: Callable[[float], con
     """Run ``statements`` again, in order, on the machine now in place; their names are put back at the end.
 
     What they print is not shown (the top level showed it once), nor their warnings. One that raises leaves its
-    names as they were; one stopped at ``limit(RERUN_LIMIT_S)`` (a cell's alarm, which raises ``too_slow``) too,
-    and it is dropped from ``statements``: no later session of the process waits for it again. (One that turns the
-    alarm off itself is stopped with its process at each check's limit, the submission's own wall-clock limit
-    at worst: what nine learner functions that each turn it off cost too.)"""
+    names as they were. One that computes with tensors here (``TensorWork``), or is stopped at
+    ``limit(RERUN_LIMIT_S)`` (a cell's alarm, which raises ``too_slow``), too, and it is dropped from
+    ``statements``: it is a demo's, and no later session of the process runs it again. (One that turns the alarm
+    off itself is stopped with its process at each check's limit, the submission's own wall-clock limit at worst:
+    what nine learner functions that each turn it off cost too.) The mode is entered before the alarm is armed
+    and left after it is disarmed: no limit lands in its push or pop."""
     saved: list[tuple[dict[str, Any], str, Any]] = []
     try:
         for statement in list(statements):
@@ -190,10 +213,10 @@ def asked_again(statements: list[MachineStatement], limit: Callable[[float], con
             saved.extend(before)
             try:
                 with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-                        contextlib.redirect_stderr(io.StringIO()), limit(RERUN_LIMIT_S):
+                        contextlib.redirect_stderr(io.StringIO()), _NoTensorWork(), limit(RERUN_LIMIT_S):
                     warnings.simplefilter("ignore")
                     exec(statement.code, statement.namespace)  # noqa: S102 - the learner's own statement, in its process
-            except too_slow:
+            except (TensorWork, too_slow):
                 _put_back(before)
                 statements.remove(statement)
             except BaseException:  # noqa: BLE001 - whatever the statement raises, the machine's checks go on
