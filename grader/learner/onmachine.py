@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import functools
 import importlib
 import io
 import types
@@ -82,9 +81,10 @@ class _NoTensorWork(LeavesFromUnder, TorchFunctionMode):
         raise TensorWork(getattr(func, "__name__", "a torch function"))
 
 
-@functools.cache
 def _questions() -> tuple[tuple[Callable[..., Any], ...], tuple[Any, ...]]:
-    """The functions of ``QUESTIONS`` this build has (the function inside an lru_cache), and those caches."""
+    """The functions of ``QUESTIONS`` this build has (the function inside an lru_cache), and those caches: read
+    where PyTorch holds them now, at each top level (a process that cached them once kept a function someone
+    had put in their place meanwhile, and heard nothing of PyTorch's own)."""
     functions: list[Callable[..., Any]] = []
     caches: list[Any] = []
     for module_name, names in QUESTIONS:
@@ -108,12 +108,13 @@ class Asked:
     def __init__(self) -> None:
         self.heard = 0
         self._listening: contextlib.ExitStack | None = None
+        self._caches: tuple[Any, ...] = ()
 
     def _hear(self) -> None:
         self.heard += 1
 
     def __enter__(self) -> Asked:
-        functions, _ = _questions()
+        functions, self._caches = _questions()
         self._listening = contextlib.ExitStack()
         self._listening.enter_context(heard(functions, self._hear))
         return self
@@ -126,7 +127,7 @@ class Asked:
     def forget(self) -> None:
         """Before each top-level statement: an lru_cache around a question (``torch.backends.mps.is_available``)
         forgets its answer, so that the statement's own question is heard."""
-        for cache in _questions()[1]:
+        for cache in self._caches:
             cache.cache_clear()
 
 

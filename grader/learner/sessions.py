@@ -66,8 +66,8 @@ def name_the_processor() -> None:
     Python reads the processor's name from ``uname -p``: Ubuntu's (Colab, Kaggle, Gradescope's images) and
     Fedora's answer the architecture ("x86_64"), macOS "arm" or "i386", Windows its CPU's identifier; Debian's
     coreutils answer "unknown", which Python gives as "". So a ``describe_device(cpu)`` whose name is
-    ``platform.processor()``, non-empty on every learner's machine, lost ``ex1.describe_device_cpu`` ("`name`
-    is ''") only where the grading host is Debian (this project's machines): a grade that depended on the
+    ``platform.processor()``, non-empty on every learner's machine, lost ex1's check of the CPU's description
+    ("`name` is ''") only where the grading host is Debian (this project's machines): a grade that depended on the
     grader's distribution. Python's ``uname_result`` keeps the name it computed in the instance
     (``functools.cached_property``), and ``platform`` keeps that instance: the architecture is put there, once
     per process before any learner code runs (and in the fork server, whose children inherit it)."""
