@@ -92,6 +92,13 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600,
                           check=False, cwd=cwd or ROOT, env=env, timeout=timeout)
 
 
+@pytest.fixture(autouse=True)
+def _argv_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A learner module run in this process sets ``sys.argv`` as its own machine would (grader/learner/toplevel.py
+    ``script_argv``): the test process's own is put back after each test."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+
+
 @pytest.fixture
 def grade(tmp_path: Path) -> Callable[..., Graded]:
     def run(submission: Path, *extra: str, env: dict[str, str] | None = None) -> Graded:

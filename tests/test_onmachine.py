@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from grader.emulation.patching import LearnerCode, preloaded_modules
+from grader.learner.onmachine import MachineStatement
 from grader.learner.runner import Runner
 from grader.learner.toplevel import TopLevel, TopLevelLimits
 from grader.wire.messages import Cell, OpenDevice, OpenWorld, Source
@@ -39,9 +40,24 @@ TRAP = torch.cuda.is_available() and 1 / 0
 answer = 42
 
 
+class Namespace:
+    pass
+
+
+args = Namespace()  # PyTorch's CUDA notes: args = parser.parse_args(); args.device = ...
+args.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+CONFIG = {"amp": None}
+CONFIG["amp"] = "bf16" if torch.cuda.is_available() else None
+
+
 def pick_device():
     return device
 '''
+
+
+def stored(statements: list[MachineStatement]) -> list[tuple[str, ...]]:
+    """The names each statement stores to (or into)."""
+    return [tuple(place.name for place in statement.places) for statement in statements]
 
 
 @contextlib.contextmanager
@@ -69,7 +85,8 @@ def test_the_lesson_s_device_is_chosen_again_on_each_simulated_machine(tmp_path:
     that fails there and one that never asked are not."""
     with learner_runner(tmp_path, LEARNER) as (runner, module):
         statements = runner.toplevel.machine_statements  # type: ignore[union-attr]
-        assert [s.names for s in statements] == [("device",), ("synchronize",), ("HELD",), ("TRAP",)]
+        assert stored(statements) == [("device",), ("synchronize",), ("HELD",), ("TRAP",), ("args",),
+                                      ("CONFIG",)]
         assert torch.cuda.is_available.__code__.co_name == "is_available"  # nothing left redirected
         assert module.cuda_ok is torch.cuda.is_available  # the learner's name holds PyTorch's own function
         on_cpu = (module.device, module.synchronize, module.ones, module.mine)
@@ -83,10 +100,13 @@ def test_the_lesson_s_device_is_chosen_again_on_each_simulated_machine(tmp_path:
             assert (module.synchronize is torch.cuda.synchronize) == (expected == "cuda")
             assert module.HELD is (expected == "cuda")  # asked through the name the learner held
             assert module.TRAP is False  # 1 / 0 on a CUDA machine: left as it was
+            assert module.args.device.type == ("cuda" if expected == "cuda" else "cpu")  # an attribute stored to
+            assert module.CONFIG["amp"] == ("bf16" if expected == "cuda" else None)  # and an item
             assert (module.ones, module.mine) == on_cpu[2:]  # tensor work is the demo's: never run again
             runner.close()
             assert (module.device, module.synchronize, module.ones, module.mine) == on_cpu
             assert module.HELD is False
+            assert module.args.device.type == "cpu" and module.CONFIG == {"amp": None}
 
 
 def test_a_statement_that_did_tensor_work_is_never_run_again(tmp_path: Path) -> None:
@@ -129,12 +149,12 @@ def test_a_demo_or_a_slow_statement_on_another_machine_is_stopped_and_dropped(tm
     their names are left as the top level made them, and no later session of the process runs them again."""
     with learner_runner(tmp_path, ELSEWHERE) as (runner, module):
         statements = runner.toplevel.machine_statements  # type: ignore[union-attr]
-        assert [s.names for s in statements] == [("WARM",), ("N", "a", "b", "c"), ("device",)]
+        assert stored(statements) == [("WARM",), ("N", "a", "b", "c"), ("device",)]
         runner.answer(OpenDevice("cuda", standin=True))
         assert module.WARM is False and module.N == 0 and not hasattr(module, "c")
         assert module.RAN == []  # stopped at its first tensor op, not after the demo
         assert module.device.type == "cuda"
-        assert [s.names for s in statements] == [("device",)]
+        assert stored(statements) == [("device",)]
         runner.close()
         runner.answer(OpenWorld(cuda=True, mps=False))
         assert module.WARM is False and module.N == 0 and module.device.type == "cuda"

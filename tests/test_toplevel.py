@@ -728,3 +728,33 @@ def test_a_function_that_ran_past_its_limit_is_refused_wherever_it_is_called_fro
     finally:
         toplevel.close()
     assert sys.getprofile() is None
+
+
+ARGUMENTS = '''import argparse
+import torch
+
+parser = argparse.ArgumentParser(description="PyTorch's device-agnostic example")
+parser.add_argument("--disable-cuda", action="store_true", help="Disable CUDA")
+args = parser.parse_args()
+args.device = torch.device("cuda") if not args.disable_cuda and torch.cuda.is_available() else torch.device("cpu")
+'''
+
+
+def test_a_script_s_argument_parser_reads_its_own_command_line(tmp_path: Path, grade_forked: Any, run: Any) -> None:
+    """``args = parser.parse_args()`` at a script's top (PyTorch's CUDA semantics notes, "device-agnostic code")
+    reads ``python ex1_device.py``'s command line: no argument, the defaults. It read the grader's fork server's
+    ("unrecognized arguments: learner 14 isolated 256") and stopped, and every function reading ``args`` failed:
+    9 of ex1's 20 points. In a notebook it stops on the kernel's ``-f``, as in Jupyter; ``parse_known_args()``
+    works there."""
+    ex1 = ARGUMENTS + "\n\ndef pick_device():\n    return args.device if args.device.type == 'cuda' else (\n" \
+        "        torch.device('mps') if torch.backends.mps.is_available() else torch.device('cpu'))\n\n" \
+        + solution_text("ex1").split("def describe_device", 1)[0].split("import torch", 1)[0] \
+        + "def describe_device" + solution_text("ex1").split("def describe_device", 1)[1]
+    graded = grade_forked(folder_with(tmp_path / "class", "script", {"ex1_device": ex1}))
+    assert graded.code == 0 and graded.report is not None, graded.stderr
+    assert graded.report["top_level"] == [], graded.report["top_level"]
+    assert graded.lost("ex1") == set(), graded.exercise("ex1")["checks"]
+
+    module, heard = run([ARGUMENTS, "known, _ = parser.parse_known_args()\nimport sys\nargv = list(sys.argv)"])
+    assert [(label, kind) for label, kind, _ in heard.stops()] == [("In [1]", "exit")]  # SystemExit(2), as Jupyter
+    assert module.known.disable_cuda is False and module.argv[0].endswith("ipykernel_launcher.py")

@@ -44,7 +44,7 @@ import types
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -132,31 +132,56 @@ class Asked:
 
 
 @dataclass(frozen=True)
+class Place:
+    """Where a top-level statement stores: a module-level name, or an attribute or a constant key of what a
+    module-level name holds (PyTorch's notes: ``args.device = torch.device("cuda")``; ``CONFIG["device"] = ...``)."""
+
+    name: str
+    kind: Literal["name", "attr", "item"] = "name"
+    key: Any = None
+
+
+@dataclass(frozen=True)
 class MachineStatement:
-    """One top-level statement that asked which machine this is: its code, its module's namespace, and the
-    names it binds there."""
+    """One top-level statement that asked which machine this is: its code, its module's namespace, and where it
+    stores there."""
 
     code: types.CodeType
     namespace: dict[str, Any] = field(repr=False)
-    names: tuple[str, ...] = ()
+    places: tuple[Place, ...] = ()
 
 
 class _Names(ast.NodeVisitor):
-    """The module-level names a top-level statement binds and those it reads as it runs (``names_of``)."""
+    """Where a top-level statement stores and the names it reads as it runs (``names_of``)."""
 
     def __init__(self) -> None:
-        self.bound: list[str] = []
+        self.bound: list[Place] = []
         self.read: set[str] = set()
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Store):
-            self.bound.append(node.id)
+            self.bound.append(Place(node.id))
         else:
             self.read.add(node.id)
 
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+            self.bound.append(Place(node.value.id, "attr", node.attr))
+            self.read.add(node.value.id)
+        else:
+            self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        stored = isinstance(node.ctx, ast.Store)
+        if stored and isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Constant):
+            self.bound.append(Place(node.value.id, "item", node.slice.value))
+            self.read.add(node.value.id)
+        else:
+            self.generic_visit(node)
+
     def _defined(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """A ``def`` binds its name; its decorators and defaults run now, its body when called."""
-        self.bound.append(node.name)
+        self.bound.append(Place(node.name))
         for expr in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
             if expr is not None:
                 self.visit(expr)
@@ -165,7 +190,7 @@ class _Names(ast.NodeVisitor):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         """A ``class`` binds its name; its bases, decorators and body run now (its methods' bodies do not)."""
-        self.bound.append(node.name)
+        self.bound.append(Place(node.name))
         inner = _Names()
         for expr in (*node.bases, *node.decorator_list, *node.body):
             inner.visit(expr)
@@ -177,7 +202,7 @@ class _Names(ast.NodeVisitor):
                 self.visit(expr)
 
     def visit_alias(self, node: ast.alias) -> None:
-        self.bound.append(node.asname or node.name.split(".")[0])
+        self.bound.append(Place(node.asname or node.name.split(".")[0]))
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
         """A comprehension's target is its own (the walrus aside); what it iterates and tests is read."""
@@ -185,11 +210,11 @@ class _Names(ast.NodeVisitor):
             self.visit(expr)
 
 
-def names_of(node: ast.stmt) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The module-level names a top-level statement binds (its targets and those of the statements nested in
-    it: an ``if``/``elif``/``else``, a ``try``; a ``def``'s or a ``class``'s own name; never a name inside a
-    function or a class body), and the names it reads as it runs (not inside a function's body or a lambda's,
-    which run later, when called)."""
+def names_of(node: ast.stmt) -> tuple[tuple[Place, ...], frozenset[str]]:
+    """Where a top-level statement stores (its targets and those of the statements nested in it: an
+    ``if``/``elif``/``else``, a ``try``; a ``def``'s or a ``class``'s own name; never a name inside a function or a
+    class body), and the names it reads as it runs (not inside a function's body or a lambda's, which run later,
+    when called)."""
     names = _Names()
     names.visit(node)
     return tuple(dict.fromkeys(names.bound)), frozenset(names.read)
@@ -198,19 +223,19 @@ def names_of(node: ast.stmt) -> tuple[tuple[str, ...], frozenset[str]]:
 @contextlib.contextmanager
 def asked_again(statements: list[MachineStatement], limit: Callable[[float], contextlib.AbstractContextManager[None]],
                 too_slow: type[BaseException]) -> Iterator[None]:
-    """Run ``statements`` again, in order, on the machine now in place; their names are put back at the end.
+    """Run ``statements`` again, in order, on the machine now in place; what they stored is put back at the end.
 
     What they print is not shown (the top level showed it once), nor their warnings. One that raises leaves its
-    names as they were. One that computes with tensors here (``TensorWork``), or is stopped at
+    places as they were. One that computes with tensors here (``TensorWork``), or is stopped at
     ``limit(RERUN_LIMIT_S)`` (a cell's alarm, which raises ``too_slow``), too, and it is dropped from
     ``statements``: it is a demo's, and no later session of the process runs it again. (One that turns the alarm
     off itself is stopped with its process at each check's limit, the submission's own wall-clock limit at worst:
     what nine learner functions that each turn it off cost too.) The mode is entered before the alarm is armed
     and left after it is disarmed: no limit lands in its push or pop."""
-    saved: list[tuple[dict[str, Any], str, Any]] = []
+    saved: list[_Saved] = []
     try:
         for statement in list(statements):
-            before = [(statement.namespace, name, statement.namespace.get(name, _MISSING)) for name in statement.names]
+            before = [_save(statement.namespace, place) for place in statement.places]
             saved.extend(before)
             try:
                 with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
@@ -228,11 +253,37 @@ def asked_again(statements: list[MachineStatement], limit: Callable[[float], con
 
 
 _MISSING = object()
+_Saved = tuple[dict[str, Any], Place, Any, Any]  # the namespace, the place, what held it there, what it held
 
 
-def _put_back(saved: list[tuple[dict[str, Any], str, Any]]) -> None:
-    for namespace, name, value in reversed(saved):
-        if value is _MISSING:
-            namespace.pop(name, None)
-        else:
-            namespace[name] = value
+def _save(namespace: dict[str, Any], place: Place) -> _Saved:
+    if place.kind == "name":
+        return namespace, place, None, namespace.get(place.name, _MISSING)
+    holder = namespace.get(place.name, _MISSING)
+    try:
+        value = getattr(holder, place.key, _MISSING) if place.kind == "attr" else holder[place.key]
+    except Exception:  # noqa: BLE001 - the learner's object: a missing key, a property that raises
+        value = _MISSING
+    return namespace, place, holder, value
+
+
+def _put_back(saved: list[_Saved]) -> None:
+    for namespace, place, holder, value in reversed(saved):
+        if place.kind == "name":
+            if value is _MISSING:
+                namespace.pop(place.name, None)
+            else:
+                namespace[place.name] = value
+            continue
+        if holder is _MISSING:
+            continue
+        with contextlib.suppress(Exception):  # the learner's object may refuse: it keeps what the re-run stored
+            if place.kind == "attr":
+                if value is _MISSING:
+                    delattr(holder, place.key)
+                else:
+                    setattr(holder, place.key, value)
+            elif value is _MISSING:
+                del holder[place.key]
+            else:
+                holder[place.key] = value
