@@ -758,3 +758,51 @@ def test_a_script_s_argument_parser_reads_its_own_command_line(tmp_path: Path, g
     module, heard = run([ARGUMENTS, "known, _ = parser.parse_known_args()\nimport sys\nargv = list(sys.argv)"])
     assert [(label, kind) for label, kind, _ in heard.stops()] == [("In [1]", "exit")]  # SystemExit(2), as Jupyter
     assert module.known.disable_cuda is False and module.argv[0].endswith("ipykernel_launcher.py")
+
+
+# A line Colab's Python 3.12 runs (PEP 701: the f-string's own quotes inside it) and older ones do not compile;
+# on 3.12 and later, a line no Python compiles stands for it.
+NEWER_PYTHON_LINE = 'print(f"Device: {info["type"]} — {info["name"]}")' if sys.version_info < (3, 12) \
+    else 'print(f"Device: {info[}")'
+
+
+def test_a_statement_that_does_not_compile_here_costs_only_itself(run: Any) -> None:
+    """A cell that ran in the learner's notebook on a newer Python, its functions beside a demo line this Python
+    does not compile: the statements before that line run, the definitions after it are made, and a function
+    whose own body does not compile is the only one lost. It cost the whole cell (0 of ex1's 20 points)."""
+    module, heard = run([
+        "import torch",
+        "def pick_device():\n    return torch.device('cpu')\n\n"
+        "info = {'type': 'cpu', 'name': 'x86_64'}\n"
+        f"{NEWER_PYTHON_LINE}\n"
+        "def describe_device(device):\n    return dict(info)\n\n"
+        "def broken():\n    return " + NEWER_PYTHON_LINE.removeprefix("print") + "\n\n"
+        "@staticmethod\ndef decorated():\n    return 1\n"
+        "LATER = describe_device(None)\n",
+        "def fine():\n    return 2",
+    ])
+    assert module.pick_device().type == "cpu" and module.info["name"] == "x86_64"  # before the line: ran
+    assert module.describe_device(None) == module.info  # after it: defined
+    assert not hasattr(module, "broken") and not hasattr(module, "LATER")  # its own body; not a definition
+    assert callable(module.decorated) and module.fine() == 2
+    stops = heard.stops()
+    assert [(label, kind, line) for label, kind, line in stops] == [("In [2]", "syntax_error", 5)]
+    assert heard.kept() == {"In [2]": ["describe_device", "decorated"]}
+    stop = next(e.stop for e in heard.events if e.stop is not None)
+    assert stop.error.endswith(f"Python {sys.version_info.major}.{sys.version_info.minor} here")
+
+
+def test_a_colab_notebook_on_a_newer_python_keeps_its_functions(tmp_path: Path, grade_forked: Any) -> None:
+    """End to end: ex1's functions and the demo line Colab's Python runs, in one cell."""
+    import nbformat
+    from nbformat import v4
+
+    cells = ["import torch", solution_text("ex1") + "\n\ninfo = describe_device(pick_device())\n" + NEWER_PYTHON_LINE]
+    notebook = v4.new_notebook(cells=[v4.new_code_cell(c, execution_count=n) for n, c in enumerate(cells, 1)])
+    path = tmp_path / "colab.ipynb"
+    path.write_text(nbformat.writes(notebook), encoding="utf-8")
+    graded = grade_forked(path)
+    assert graded.code == 0 and graded.report is not None, graded.stderr
+    assert graded.exercise("ex1")["status"] == "passed", graded.exercise("ex1")["checks"]
+    assert [s["kind"] for s in graded.report["top_level"]] == ["syntax_error"]
+    assert "made only the definitions after it" in graded.report["top_level"][0]["message"]

@@ -38,6 +38,7 @@ import io
 import linecache
 import math
 import os
+import re
 import resource
 import signal
 import sys
@@ -392,18 +393,25 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def _run_cell(self, source: Source, index: int, cell: Cell, namespace: dict[str, Any]) -> None:
         filename = self.filename(source)
+        after: list[ast.stmt] = []  # what compiles after a statement that does not (``_around_syntax_error``)
+        uncompiled: SyntaxError | None = None
         try:
             tree = _parse(source.cell_text(cell), filename, cell.start)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             line = exc.lineno if isinstance(exc, SyntaxError) and exc.lineno else None
-            self._stop(source, index, cell, line, "syntax_error", one_line(exc))
-            return
+            around = _around_syntax_error(source.cell_text(cell), filename, cell.start, exc) \
+                if isinstance(exc, SyntaxError) else None
+            if around is None or not around[0].body:
+                kept = self._keep_definitions(source, around[1], namespace) if around is not None else ()
+                self._stop(source, index, cell, line, "syntax_error", _uncompiled(exc), kept)
+                return
+            tree, after, uncompiled = around
         if (source.module, index) in self.limits.skip:  # it ended an earlier process: the parent said why
-            kept = self._keep_definitions(source, tree.body, namespace)
+            kept = self._keep_definitions(source, tree.body + after, namespace)
             self.listener(TopLevelEvent("cell_kept", source.module, index, cell.label, kept=kept))
             return
         if self.budget_left() <= 0:
-            kept = self._keep_definitions(source, tree.body, namespace)
+            kept = self._keep_definitions(source, tree.body + after, namespace)
             error = f"the top level ran past its {self.limits.budget_s:g} s"
             self._stop(source, index, cell, None, "budget", error, kept)
             return
@@ -427,13 +435,17 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 kind = "file_size"  # whatever the writer said (torch.save: "unexpected pos ...")
             if kind == "memory":
                 _restore(namespace, snapshot)  # what the cell grabbed must not starve the checks
-            later = tree.body[tree.body.index(node) + 1 :] if node is not None else []
+            later = tree.body[tree.body.index(node) + 1 :] + after if node is not None else []
             kept = self._keep_definitions(source, later, namespace)
             limit = f"the cell ran past its {self.limits.cell_timeout_s:g} s limit"
             if isinstance(exc, OutlastsCell):
                 limit = f"the cell would run past its {self.limits.cell_timeout_s:g} s limit: {exc.why}"
             line = node.lineno if node is not None else None
             self._stop(source, index, cell, line, kind, limit if kind == "timeout" else one_line(exc), kept)
+        else:
+            if uncompiled is not None:  # the statements before it ran; only the definitions after it are made
+                kept = self._keep_definitions(source, after, namespace)
+                self._stop(source, index, cell, uncompiled.lineno, "syntax_error", _uncompiled(uncompiled), kept)
         finally:
             self.spent += _monotonic() - started
             self.listener(TopLevelEvent("cell_end", source.module, index, cell.label))
@@ -598,6 +610,58 @@ def _parse(code: str, filename: str, first_line: int) -> ast.Module:
         ast.increment_lineno(tree, first_line - 1)
         compile(tree, filename, "exec", dont_inherit=True)  # `return` outside a function, `break` ...
     return tree
+
+
+def _uncompiled(exc: BaseException) -> str:
+    """What did not compile, and on which Python: a cell that compiles in the learner's notebook may not here
+    (Colab's Python 3.12 reads ``f"{info["name"]}"``, 3.11 does not)."""
+    return f"{one_line(exc)}; Python {sys.version_info.major}.{sys.version_info.minor} here"
+
+
+_CONTINUES = re.compile(r"(else|elif|except|finally)\b|[)\]}]")  # a line at column 0 that goes on a statement
+
+
+def _starts_statement(lines: list[str], i: int) -> bool:
+    """Whether line ``i`` begins a top-level statement, as far as its first character and the line before say."""
+    line = lines[i]
+    if not line or line[0] in " \t#" or _CONTINUES.match(line):
+        return False
+    before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip() and not lines[j].startswith("#")), "")
+    return not before.rstrip().endswith("\\") and not before.startswith("@")
+
+
+def _around_syntax_error(text: str, filename: str, first_line: int, exc: SyntaxError,
+                         depth: int = 0) -> tuple[ast.Module, list[ast.stmt], SyntaxError] | None:
+    """A cell that does not compile as a whole: the statements before the top-level statement that does not (they
+    run), the statements after it that compile (their definitions are made, as after any statement that stops
+    a cell), and its error. In Jupyter a cell that does not compile runs nothing; but one that compiled in the
+    learner's notebook, on a newer Python than the grading machine's (Colab's 3.12 f-strings), defined its
+    functions there, and a demo line beside them (``print(f"{info["type"]}")``) cost every one of them (0 of
+    ex1's 20 points). None where the statements before do not compile either (a long string the lines were
+    misread in): the whole cell stops, as before. At most 20 statements that do not compile are stepped over."""
+    lines = text.split("\n")
+    error_at = (exc.lineno or 0) - first_line
+    if not 0 <= error_at < len(lines) or depth > 20:
+        return None
+    start = error_at
+    while start > 0 and not _starts_statement(lines, start):
+        start -= 1
+    end = error_at + 1
+    while end < len(lines) and not _starts_statement(lines, end):
+        end += 1
+    try:
+        head = _parse("\n".join(lines[:start]), filename, first_line)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    rest = "\n".join(lines[end:])
+    try:
+        after = _parse(rest, filename, first_line + end).body
+    except SyntaxError as later:
+        around = _around_syntax_error(rest, filename, first_line + end, later, depth + 1)
+        after = [] if around is None else around[0].body + around[1]
+    except (ValueError, RecursionError, MemoryError):
+        after = []
+    return head, after, exc
 
 
 def quiet_lost_limits() -> None:
