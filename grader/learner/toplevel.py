@@ -618,6 +618,7 @@ def _uncompiled(exc: BaseException) -> str:
     return f"{one_line(exc)}; Python {sys.version_info.major}.{sys.version_info.minor} here"
 
 
+SALVAGED_CELL_CHARS = 200_000
 _CONTINUES = re.compile(r"(else|elif|except|finally)\b|[)\]}]")  # a line at column 0 that goes on a statement
 
 
@@ -638,10 +639,12 @@ def _around_syntax_error(text: str, filename: str, first_line: int, exc: SyntaxE
     learner's notebook, on a newer Python than the grading machine's (Colab's 3.12 f-strings), defined its
     functions there, and a demo line beside them (``print(f"{info["type"]}")``) cost every one of them (0 of
     ex1's 20 points). None where the statements before do not compile either (a long string the lines were
-    misread in): the whole cell stops, as before. At most 20 statements that do not compile are stepped over."""
+    misread in): the whole cell stops, as before. At most 20 statements that do not compile are stepped over,
+    each a parse of the rest, in a cell of at most ``SALVAGED_CELL_CHARS`` (a learner's cell is a few
+    thousand; a 10 MB one would cost the learner's own process seconds of parsing before its cell's limit)."""
     lines = text.split("\n")
     error_at = (exc.lineno or 0) - first_line
-    if not 0 <= error_at < len(lines) or depth > 20:
+    if not 0 <= error_at < len(lines) or depth > 20 or len(text) > SALVAGED_CELL_CHARS:
         return None
     start = error_at
     while start > 0 and not _starts_statement(lines, start):
