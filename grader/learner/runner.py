@@ -189,8 +189,8 @@ class Runner:
         session = open_session(request, self.code, self.gpu_share)
         stack = contextlib.ExitStack()
         stack.enter_context(session)
-        self._ask_again(stack)
-        self.levels.append(_Level(stack, session, sent=len(session.events)))
+        asked = self._ask_again(stack)  # a session records nothing as it opens: what it holds then is theirs
+        self.levels.append(_Level(stack, session, sent=len(session.events) if asked else 0))
         return DeviceOpened(session.mode, session.label)
 
     def open_world(self, request: OpenWorld) -> Answer:
@@ -201,11 +201,14 @@ class Runner:
         self.levels.append(_Level(stack))
         return Answer(None)
 
-    def _ask_again(self, stack: contextlib.ExitStack) -> None:
+    def _ask_again(self, stack: contextlib.ExitStack) -> bool:
         """The top-level statements that asked which machine this is, run again on the one just opened
-        (grader/learner/onmachine.py); what they did there is not the check's, so its events are not sent."""
-        if self.toplevel is not None and self.toplevel.machine_statements:
-            stack.enter_context(asked_again(self.toplevel.machine_statements, self.toplevel.alarm, TimeUp))
+        (grader/learner/onmachine.py); whether there were any. What they did there is not the check's: the
+        caller sends none of its events."""
+        if self.toplevel is None or not self.toplevel.machine_statements:
+            return False
+        stack.enter_context(asked_again(self.toplevel.machine_statements, self.toplevel.alarm, TimeUp))
+        return True
 
     def close(self) -> Closed:
         if not self.levels:
