@@ -1,5 +1,6 @@
-"""ex3.roundtrip_computes_on_device: the arithmetic runs on the accelerator — the lesson's
-headline mistake, `x.to(device)` not assigned, computes on the CPU (public)."""
+"""ex3.roundtrip_computes_on_device: the arithmetic runs on the device it is handed — the lesson's
+headline mistake, `x.to(device)` not assigned, computes on the CPU; and on a GPU machine, handed the CPU,
+it computes there, not on a device the module chose at its top and used in place of its argument (public)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ MESSAGES = {
         "en": "The arithmetic ran on the CPU, not on the device: tensor.to() is not in-place — assign the result: "
               "x = x.to(device).",
     },
+    "ex3.device_argument_ignored": {
+        "vi": "roundtrip(x, torch.device(\"cpu\")) vẫn tính trên {kind} của máy: hãy dùng `device` được truyền vào, "
+              "không phải device chọn ở đầu file.",
+        "en": "roundtrip(x, torch.device(\"cpu\")) still computed on the machine's {kind}: use the `device` it is "
+              "handed, not a device chosen at the top of the file.",
+    },
 }
 
 
@@ -32,8 +39,12 @@ def test_roundtrip_computes_on_device(ex3: LearnerModule, devices: Callable[...,
     for dev in devices("cuda", "mps"):
         with dev:
             roundtrip(ex3, dev, torch.arange(12, dtype=torch.float32))
-        ops = [e for e in dev.events if e.kind in ("op", "matmul")]
+            handed = len(dev.events)
+            ex3.roundtrip(torch.arange(12, dtype=torch.float32), torch.device("cpu"))  # on this machine, the CPU
+        ops = [e for e in dev.events[:handed] if e.kind in ("op", "matmul")]
         if not ops:
             fail("ex3.no_compute", device=dev.label)
         if not any(e.device == dev.device.type for e in ops):
             fail("ex3.to_not_assigned", device=dev.label)
+        if any(e.kind in ("op", "matmul") and e.device == dev.device.type for e in dev.events[handed:]):
+            fail("ex3.device_argument_ignored", device=dev.label, kind=dev.device.type)
