@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode, _pop_mode, _push_mode
 
+from grader.learner.onmachine import is_tensor_work
 from grader.reference.modes import LeavesFromUnder, leave_from_under
 
 PART_FLOP = 2e10  # ~0.2 s on one core here (93 GFLOP/s); smaller products run whole
@@ -42,7 +43,6 @@ PACE_MARGIN = 2.0  # the rest must need this many times the time left: a machine
 _PRODUCTS = frozenset({torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm,
                        torch.bmm, torch.Tensor.bmm})
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-_DEVICE_CLASS = torch.device  # the real class (a simulated machine stands another in for it)
 
 
 class OutlastsCell(BaseException):
@@ -63,8 +63,8 @@ class PartedProducts(TorchFunctionMode):
         self.time_left = time_left
         self.clock = clock  # the real clock, taken before the learner's code could replace time.monotonic
         self.part_flop = part_flop
-        # Torch functions called under it but ``torch.device(...)``: a top-level statement that made none did no
-        # tensor work (grader/learner/onmachine.py).
+        # Torch functions called under it that compute with tensors: a top-level statement that made none did no
+        # tensor work (grader/learner/onmachine.py ``is_tensor_work``).
         self.calls = 0
 
     def __enter__(self) -> PartedProducts:
@@ -78,7 +78,7 @@ class PartedProducts(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
-        if func is not _DEVICE_CLASS:
+        if is_tensor_work(func):
             self.calls += 1
         if func in _PRODUCTS and not kwargs and len(args) == 2 and not torch.compiler.is_compiling():
             rows = _rows(args[0], args[1], self.part_flop)

@@ -244,17 +244,8 @@ def _has_accelerator() -> bool:
 
 
 def _bound_names(node: ast.stmt) -> list[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [node.name]
-    if isinstance(node, ast.Import):
-        return [alias.asname or alias.name.split(".")[0] for alias in node.names]
-    if isinstance(node, ast.ImportFrom):
-        return [alias.asname or alias.name for alias in node.names]
-    if isinstance(node, ast.Assign):
-        return [t.id for t in node.targets if isinstance(t, ast.Name)]
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return [node.target.id]
-    return []
+    """The module-level names a statement binds (grader/learner/onmachine.py ``names_of``, its stores to names)."""
+    return [place.name for place in names_of(node)[0] if place.kind == "name"]
 
 
 def _is_definition(node: ast.stmt) -> bool:
@@ -470,9 +461,12 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         ...``), and it did no tensor work."""
         if counted is None or self._asked is None or self._parting is None or self._parting.calls != counted[1]:
             return
-        places, read = names_of(node)
+        asked = self._asked.heard != counted[0]
         machine_names = self._machine_names.setdefault(id(namespace), set())
-        if places and (self._asked.heard != counted[0] or not read.isdisjoint(machine_names)):
+        if not asked and not machine_names:  # most statements: nothing to read their names for
+            return
+        places, read = names_of(node)
+        if places and (asked or not read.isdisjoint(machine_names)):
             self.machine_statements.append(MachineStatement(code, namespace, places))
             machine_names.update(place.name for place in places)
 
