@@ -394,7 +394,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 if isinstance(exc, SyntaxError) else None
             if around is None or not around[0].body:
                 kept = self._keep_definitions(source, around[1], namespace) if around is not None else ()
-                self._stop(source, index, cell, line, "syntax_error", _uncompiled(exc), kept)
+                self._stop(source, index, cell, line, "syntax_error", one_line(exc), kept)
                 return
             tree, after, uncompiled = around
         if (source.module, index) in self.limits.skip:  # it ended an earlier process: the parent said why
@@ -436,7 +436,7 @@ class TopLevel(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         else:
             if uncompiled is not None:  # the statements before it ran; only the definitions after it are made
                 kept = self._keep_definitions(source, after, namespace)
-                self._stop(source, index, cell, uncompiled.lineno, "syntax_error", _uncompiled(uncompiled), kept)
+                self._stop(source, index, cell, uncompiled.lineno, "syntax_error", one_line(uncompiled), kept)
         finally:
             self.spent += _monotonic() - started
             self.listener(TopLevelEvent("cell_end", source.module, index, cell.label))
@@ -604,12 +604,6 @@ def _parse(code: str, filename: str, first_line: int) -> ast.Module:
         ast.increment_lineno(tree, first_line - 1)
         compile(tree, filename, "exec", dont_inherit=True)  # `return` outside a function, `break` ...
     return tree
-
-
-def _uncompiled(exc: BaseException) -> str:
-    """What did not compile, and on which Python: a cell that compiles in the learner's notebook may not here
-    (Colab's Python 3.12 reads ``f"{info["name"]}"``, 3.11 does not)."""
-    return f"{one_line(exc)}; Python {sys.version_info.major}.{sys.version_info.minor} here"
 
 
 SALVAGED_CELL_CHARS = 200_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from collections.abc import Iterable, Mapping
 
 from grader.course import Course, Exercise, Lang
@@ -59,6 +60,11 @@ def _sources_by_module(submission: Submission) -> dict[str, Source]:
     return {source.module: source for source in submission.sources.values()}
 
 
+# The Python the learner's code ran on: the grader's own, which starts the learner process (a cell that compiled
+# on the learner's newer Python may not here: top_level.syntax_error).
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
 def stop_where(source: Source | None, stop: CellStop) -> str:
     """Where a cell stopped, as the learner finds it: "bai14.ipynb, In [8], line 2" or "bai.py, line 12"."""
     if source is None or not 0 <= stop.index < len(source.cells):
@@ -79,7 +85,8 @@ def top_level_stops(submission: Submission, stops: Iterable[CellStop], lang: Lan
         where = stop_where(sources.get(stop.module), stop)
         missing = _MISSING_MODULE.search(stop.error)
         params = {"where": where, "error": stop.error, "limit": f"{limits.cell_timeout_s:g}",
-                  "budget": f"{limits.top_level_timeout_s:g}", "module": missing[1] if missing else "?"}
+                  "budget": f"{limits.top_level_timeout_s:g}", "module": missing[1] if missing else "?",
+                  "python": PYTHON}
         message = texts.render(lang, f"top_level.{stop.kind}", params)
         if stop.kept:
             message += " " + texts.render(lang, "top_level.kept", {"kept": ", ".join(stop.kept)})
